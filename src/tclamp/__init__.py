@@ -1,0 +1,31 @@
+"""tclamp: control PyTorch automatic mixed precision from Tcl.
+
+From Tcl: `package require tclamp` gives the torch:: commands and `py`.
+From Python: `tclamp.tcl.eval(script)` runs Tcl in the interpreter that
+called this code, or in this thread's own in-process interpreter.
+"""
+from pathlib import Path
+
+from . import _bridge
+from .bridge import tcl
+from .errors import TclError, UsageError, describe_error
+
+__version__ = "0.1.0"
+__all__ = ["Interp", "TclError", "UsageError", "tcl", "__version__"]
+
+Interp = _bridge.Interp
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+_bridge.configure(TclError, describe_error)
+
+
+def _attach(interp):
+    """Called by the C bridge for every Tcl interpreter that gets tclamp."""
+    from . import bridge, commands
+
+    bridge.add_py_ensemble(interp)
+    commands.register(interp)
+    # Child interpreters find the package beside this file.
+    interp.call("apply", "{dir} {if {$dir ni $::auto_path} {lappend ::auto_path $dir}}",
+                str(PACKAGE_DIR))
+    interp.call("package", "provide", "tclamp", __version__)

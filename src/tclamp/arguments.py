@@ -1,0 +1,123 @@
+"""Argument parsing for the torch:: commands, driven by declarations.
+
+A command takes its parameters either positionally, in declared order, or,
+when the first argument starts with "-", as flag/value pairs in any order
+(the last of a repeated flag wins).  Every failure raises UsageError with
+the command's documented text before anything is changed.
+"""
+from dataclasses import dataclass, field
+
+from .errors import UsageError
+
+REQUIRED = object()
+MISSING_VALUE = "Missing value for parameter"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    flags: tuple                  # e.g. ("-device_type", "-device")
+    default: object = REQUIRED
+    choices: object = None        # word -> value mapping, or a tuple of words
+    convert: object = None        # str -> value; ValueError means invalid
+    invalid: str = ""             # message for a bad value ("" = the command's)
+
+    @property
+    def required(self):
+        return self.default is REQUIRED
+
+
+@dataclass(frozen=True)
+class Signature:
+    params: tuple
+    usage: str                    # too many positional arguments
+    invalid: str = ""             # a value that is not valid
+    missing: tuple = ("", "")     # a required value absent: (positional, named)
+    by_flag: dict = field(init=False, compare=False)
+    flag_list: str = field(init=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "by_flag", {f: p for p in self.params for f in p.flags})
+        object.__setattr__(self, "flag_list", ", ".join(f for p in self.params for f in p.flags))
+
+    def unknown(self, flag):
+        return UsageError("UNKNOWN_OPTION",
+                          f"Unknown parameter: {flag}. Valid parameters are: {self.flag_list}")
+
+    def parse(self, args):
+        """The parameters' values by name, converted and validated."""
+        if args and not self.params:
+            raise UsageError("USAGE", self.usage)
+        named = bool(args) and isinstance(args[0], str) and args[0].startswith("-")
+        if named:
+            words = {}
+            for i in range(0, len(args), 2):
+                if i + 1 == len(args):
+                    raise UsageError("MISSING_VALUE", MISSING_VALUE)
+                param = self.by_flag.get(args[i])
+                if param is None:
+                    raise self.unknown(args[i])
+                words[param.name] = args[i + 1]
+        else:
+            if len(args) > len(self.params):
+                raise UsageError("USAGE", self.usage)
+            words = dict(zip((p.name for p in self.params), args))
+        for param in self.params:
+            if param.required and words.get(param.name, "") == "":
+                raise UsageError("MISSING_ARGUMENT", self.missing[named])
+        return {p.name: self.value(p, words[p.name]) if p.name in words else p.default
+                for p in self.params}
+
+    def value(self, param, word):
+        try:
+            if param.choices is not None:
+                if isinstance(param.choices, dict):
+                    return param.choices[word]
+                if word in param.choices:
+                    return word
+                raise KeyError(word)
+            return param.convert(word) if param.convert else word
+        except (KeyError, TypeError, ValueError):
+            raise UsageError("INVALID_VALUE", param.invalid or self.invalid) from None
+
+
+TCL_BOOLEANS = {"1": True, "0": False, "true": True, "false": False, "yes": True,
+                "no": False, "on": True, "off": False}
+
+
+def tcl_boolean(word):
+    """A Tcl boolean word (1/0, true/false, yes/no, on/off; any case)."""
+    if not isinstance(word, str):
+        raise ValueError(word)
+    try:
+        return TCL_BOOLEANS[word.lower()]
+    except KeyError:
+        return int(word) != 0
+
+
+def positive_float(word):
+    value = float(word)
+    if not value > 0 or value == float("inf"):
+        raise ValueError(word)
+    return value
+
+
+def positive_int(word):
+    value = int(word)
+    if value <= 0:
+        raise ValueError(word)
+    return value
+
+
+@dataclass(frozen=True)
+class Command:
+    """One torch:: command: `plan(**values)` turns parsed values into the
+    bridge's plan (steps, result, cacheable); see _bridge.c."""
+    name: str                     # snake_case, under ::torch
+    camel: str                    # its camelCase alias
+    signature: Signature
+    plan: object
+
+    def parser(self):
+        signature, plan = self.signature, self.plan
+        return lambda *args: plan(**signature.parse(args))

@@ -1,0 +1,149 @@
+"""The autocast commands: torch's own thread-local autocast state.
+
+Each command is a declaration; commands.py registers them all in one loop.
+"""
+import torch
+
+from . import _bridge
+from .arguments import Command, Param, Signature, tcl_boolean
+from .errors import UsageError
+
+DEVICES = ("cuda", "cpu")
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+# Every dtype torch has, by name, so a dtype set from Python still reads well.
+DTYPE_NAMES = {value: str(value).removeprefix("torch.")
+               for value in vars(torch).values() if isinstance(value, torch.dtype)}
+
+INVALID_PARAMETERS = ("Invalid parameters. Device type: cuda or cpu. "
+                      "Dtype: float16, bfloat16, or float32")
+INVALID_DEVICE = "Invalid device type. Use cuda or cpu"
+
+DEVICE = Param("device_type", ("-device_type", "-device"), default="cuda", choices=DEVICES)
+DTYPE = Param("dtype", ("-dtype", "-data_type"), default=None, choices=DTYPES)
+REQUIRED_DTYPE = Param("dtype", ("-dtype", "-data_type"), choices=DTYPES)
+
+
+def device_only(command):
+    return Signature((DEVICE,), f"Usage: torch::{command} [device_type]", INVALID_DEVICE)
+
+
+def plan_enable(device_type, dtype):
+    steps = [(torch.set_autocast_enabled, (device_type, True))]
+    if dtype is not None:
+        # Casts cached under the old dtype would clash with the new one.
+        steps[:0] = [(torch.set_autocast_dtype, (device_type, dtype)),
+                     (torch.clear_autocast_cache, ())]
+    return tuple(steps), "autocast enabled", True
+
+
+def plan_disable(device_type):
+    return ((torch.set_autocast_enabled, (device_type, False)),), "autocast disabled", True
+
+
+def plan_is_enabled(device_type):
+    return ((torch.is_autocast_enabled, (device_type,)),), None, True
+
+
+def plan_set_dtype(dtype, device_type):
+    return ((torch.set_autocast_dtype, (device_type, dtype)),
+            (torch.clear_autocast_cache, ())), "autocast dtype set", True
+
+
+def plan_get_dtype(device_type):
+    return ((torch.get_autocast_dtype, (device_type,)),), DTYPE_NAMES, True
+
+
+def plan_clear_cache():
+    return ((torch.clear_autocast_cache, ()),), "autocast cache cleared", True
+
+
+def device_status(device_type):
+    return {"enabled": torch.is_autocast_enabled(device_type),
+            "dtype": DTYPE_NAMES[torch.get_autocast_dtype(device_type)],
+            "cache_enabled": torch.is_autocast_cache_enabled()}
+
+
+def status(device_type):
+    if device_type is None:
+        return {device: device_status(device) for device in DEVICES}
+    return device_status(device_type)
+
+
+def plan_status(device_type):
+    return ((status, (device_type,)),), None, False
+
+
+# --- the scoped block: torch::autocast ?options? body -----------------------
+
+BLOCK_PARAMS = (DEVICE, DTYPE,
+                Param("enabled", ("-enabled",), default=True, convert=tcl_boolean,
+                      invalid="Invalid boolean for -enabled"),
+                Param("cache_enabled", ("-cache_enabled",), default=True, convert=tcl_boolean,
+                      invalid="Invalid boolean for -cache_enabled"))
+BLOCK_USAGE = ("Usage: torch::autocast ?-device_type device? ?-dtype dtype? "
+               "?-enabled boolean? ?-cache_enabled boolean? body")
+BLOCK_OPTIONS = Signature(BLOCK_PARAMS, BLOCK_USAGE, INVALID_PARAMETERS)
+
+
+def run_block(body, device_type, dtype, enabled, cache_enabled):
+    """What `with torch.autocast(...)` does, around a Tcl body run in the
+    caller's frame; the body's outcome (any return code) is kept whole."""
+    saved = (torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type),
+             torch.is_autocast_cache_enabled())
+    torch.set_autocast_enabled(device_type, enabled)
+    if dtype is not None:
+        torch.set_autocast_dtype(device_type, dtype)
+    torch.set_autocast_cache_enabled(cache_enabled)
+    torch.autocast_increment_nesting()
+    try:
+        return _bridge.current().evaluate(body)
+    finally:
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+        torch.set_autocast_enabled(device_type, saved[0])
+        torch.set_autocast_dtype(device_type, saved[1])
+        torch.set_autocast_cache_enabled(saved[2])
+
+
+class BlockSignature:
+    """Options as flag/value pairs, then the body: the shape of `if`/`catch`."""
+    def parse(self, args):
+        if not args:
+            raise UsageError("USAGE", BLOCK_USAGE)
+        *options, body = args
+        if options and not options[0].startswith("-"):
+            raise UsageError("USAGE", BLOCK_USAGE)
+        values = BLOCK_OPTIONS.parse(options)
+        values["body"] = body
+        return values
+
+
+def plan_block(body, **options):
+    return ((run_block, (body, *options.values())),), None, False
+
+
+COMMANDS = (
+    Command("autocast_enable", "autocastEnable",
+            Signature((DEVICE, DTYPE), "Usage: torch::autocast_enable [device_type] [dtype]",
+                      INVALID_PARAMETERS),
+            plan_enable),
+    Command("autocast_disable", "autocastDisable", device_only("autocast_disable"), plan_disable),
+    Command("autocast_is_enabled", "autocastIsEnabled", device_only("autocast_is_enabled"),
+            plan_is_enabled),
+    Command("autocast_set_dtype", "autocastSetDtype",
+            Signature((REQUIRED_DTYPE, DEVICE), "Usage: torch::autocast_set_dtype dtype [device_type]",
+                      INVALID_PARAMETERS,
+                      ("Missing required dtype parameter",
+                       "Missing required dtype parameter. Valid dtypes: float16, bfloat16, float32")),
+            plan_set_dtype),
+    Command("autocast_get_dtype", "autocastGetDtype", device_only("autocast_get_dtype"),
+            plan_get_dtype),
+    Command("autocast_clear_cache", "autocastClearCache",
+            Signature((), "Usage: torch::autocast_clear_cache"), plan_clear_cache),
+    Command("autocast_status", "autocastStatus",
+            Signature((Param("device_type", ("-device_type", "-device"), default=None,
+                             choices=DEVICES),),
+                      "Usage: torch::autocast_status [device_type]", INVALID_DEVICE),
+            plan_status),
+    Command("autocast", "autocast", BlockSignature(), plan_block),
+)

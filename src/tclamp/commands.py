@@ -1,0 +1,19 @@
+"""Registration: every declared torch:: command, under both its names."""
+import torch
+
+from . import autocast, precision
+
+
+def all_commands():
+    return autocast.COMMANDS + precision.COMMANDS
+
+
+def register(interp):
+    # Autocast switched on outside a scoped block has no end at which a
+    # weight-cast cache could safely be dropped, so this thread casts
+    # afresh there; scoped blocks turn the cache on for their duration.
+    torch.set_autocast_cache_enabled(False)
+    for command in all_commands():
+        parser = command.parser()
+        for name in dict.fromkeys((command.name, command.camel)):
+            interp.create_command(f"::torch::{name}", parser, planned=True)

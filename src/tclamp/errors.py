@@ -1,0 +1,46 @@
+"""The errors that cross the bridge, and how a Python exception reads in Tcl."""
+import traceback
+
+
+class TclError(Exception):
+    """A Tcl error seen from Python.
+
+    result is the error message, errorcode the Tcl errorCode (a Tcl list, as
+    a string), errorinfo Tcl's stack trace.  If the exception travels back
+    into Tcl, the Tcl error it becomes keeps all three.
+    """
+
+    def __init__(self, result, errorcode="NONE", errorinfo=""):
+        super().__init__(result)
+        self.result = result
+        self.errorcode = errorcode
+        self.errorinfo = errorinfo
+
+
+class UsageError(Exception):
+    """A command called wrongly: message is the documented text, and the
+    Tcl errorCode is `TCLAMP <kind>`."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def describe_error(exc):
+    """(message, errorcode, errorinfo tail or None) for the Tcl error that
+    `exc` becomes: the C bridge calls this for every exception it hands to
+    Tcl, and Tcl's errorInfo becomes the message followed by the tail."""
+    if isinstance(exc, UsageError):
+        return exc.message, ("TCLAMP", exc.kind), None
+    frames = "".join(traceback.format_tb(exc.__traceback__)).rstrip()
+    if isinstance(exc, TclError):
+        tail = exc.errorinfo.removeprefix(exc.result)
+        if frames:
+            tail += "\n    (passed through Python)\n" + frames
+        return exc.result, exc.errorcode, tail
+    name = type(exc).__name__
+    text = str(exc)
+    message = f"{name}: {text}" if text else name
+    tail = "\nPython traceback (most recent call last):\n" + frames if frames else None
+    return message, ("PYTHON", name, text), tail
