@@ -21,6 +21,7 @@
 #include <Python.h>
 #include <tcl.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -1168,6 +1169,8 @@ start_python(Tcl_Interp *interp)
     if (dladdr((void *)&Py_InitializeFromConfig, &info) && info.dli_fname)
         dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
 
+    struct sigaction tcl_sigint;
+    sigaction(SIGINT, NULL, &tcl_sigint);
     PyConfig config;
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0;   /* signals belong to the Tcl host */
@@ -1183,15 +1186,34 @@ start_python(Tcl_Interp *interp)
         return TCL_ERROR;
     }
     /* Our module object is this very file: make `import tclamp._bridge`
-       find it rather than load a second copy. */
+       find it rather than load a second copy, and `import tclamp` find the
+       Python files beside it, whatever the environment has installed. */
     PyObject *module = PyInit__bridge();
     PyObject *modules = PySys_GetObject("modules");
+    PyObject *sys_path = PySys_GetObject("path");
     const char *path = own_path();
-    if (module == NULL || modules == NULL
-            || (path && PyModule_AddStringConstant(module, "__file__", path) < 0)
+    if (module == NULL || modules == NULL || path == NULL
+            || PyModule_AddStringConstant(module, "__file__", path) < 0
             || PyDict_SetItemString(modules, "tclamp._bridge", module) < 0)
         PyErr_Print();
+    if (path != NULL && sys_path != NULL) {
+        char *dir = strdup(path), *slash;
+        for (int up = 0; up < 2 && (slash = strrchr(dir, '/')) != NULL; up++)
+            *slash = '\0';     /* .../src/tclamp/_bridge.so -> .../src */
+        PyObject *entry = PyUnicode_DecodeFSDefault(dir);
+        if (entry == NULL || PyList_Insert(sys_path, 0, entry) < 0)
+            PyErr_Print();
+        Py_XDECREF(entry);
+        free(dir);
+    }
     Py_XDECREF(module);
+    /* Importing `signal` (torch does) installs Python's SIGINT handler even
+       so; import it now and give the host its own disposition back. */
+    PyObject *signal_module = PyImport_ImportModule("signal");
+    if (signal_module == NULL)
+        PyErr_Print();
+    Py_XDECREF(signal_module);
+    sigaction(SIGINT, &tcl_sigint, NULL);
     python_started_here = 1;
     python_thread = Tcl_GetCurrentThread();
     Tcl_CreateExitHandler(finalize_python, NULL);

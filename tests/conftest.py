@@ -1,0 +1,28 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tcl_env(**extra):
+    """The environment a user's tclsh would have: tclamp on TCLLIBPATH and
+    no TCLAMP_PYTHON unless given."""
+    env = {k: v for k, v in os.environ.items() if k != "TCLAMP_PYTHON"}
+    env["TCLLIBPATH"] = str(ROOT / "tcl")
+    env.update(extra)
+    return env
+
+
+def run_tclsh(script, cwd, **env):
+    return subprocess.run(["tclsh"], input=script, capture_output=True, text=True,
+                          cwd=cwd, env=tcl_env(**env), timeout=300)
+
+
+@pytest.fixture
+def tclsh(tmp_path):
+    """Runs a script in a fresh tclsh started in an empty directory."""
+    return lambda script, **env: run_tclsh(script, tmp_path, **env)

@@ -1,0 +1,167 @@
+"""tclamp with Python as the host: tclamp.tcl, Interp, TclError."""
+import gc
+import sys
+import threading
+
+import pytest
+import torch
+
+import tclamp
+from tclamp import TclError, tcl
+
+
+@pytest.fixture(autouse=True)
+def autocast_off():
+    yield
+    for device in ("cuda", "cpu"):
+        torch.set_autocast_enabled(device, False)
+    torch.set_autocast_dtype("cpu", torch.bfloat16)
+
+
+def test_eval_in_process_interpreter():
+    assert tcl.eval("set x 5; expr {$x * 2}") == "10"
+    assert tcl.eval("package present tclamp") == tclamp.__version__
+
+
+def test_call_converts_arguments():
+    assert tcl.call("list", 1, "a b", [2, [3, "c d"]], None, True) == "1 {a b} {2 {3 {c d}}} {} 1"
+    assert tcl.call("dict", "get", {"k": {"n": 2.5}}, "k", "n") == "2.5"
+    assert tcl.call("expr", 2**100, "+", 1) == str(2**100 + 1)
+
+
+@pytest.mark.parametrize("text", ["a\0b", "héllo wörld", "\U0001F600 astral", "中文 ✓", ""])
+def test_strings_round_trip(text):
+    assert tcl.call("set", "roundtrip", text) == text
+    assert tcl.eval("string length $roundtrip") == str(len(text.encode("utf-16-le")) // 2)
+
+
+def test_tcl_error_fields():
+    with pytest.raises(TclError) as info:
+        tcl.eval("proc fails {} {error oops {} {MY CODE {with space}}}; fails")
+    e = info.value
+    assert (e.result, e.errorcode, str(e)) == ("oops", "MY CODE {with space}", "oops")
+    assert e.errorinfo.startswith("oops\n    while executing\n\"error oops")
+
+
+def test_usage_error_from_python():
+    with pytest.raises(TclError) as info:
+        tcl.eval("torch::autocast_disable cpu cuda")
+    assert info.value.result == "Usage: torch::autocast_disable [device_type]"
+    assert info.value.errorcode == "TCLAMP USAGE"
+
+
+def test_python_error_inside_tcl_comes_back():
+    with pytest.raises(TclError) as info:
+        tcl.eval("py eval {int('x')}")
+    assert info.value.errorcode == "PYTHON ValueError {invalid literal for int() with base 10: 'x'}"
+    assert "Python traceback" in info.value.errorinfo
+
+
+def test_tcl_error_through_python_and_back_keeps_errorcode():
+    tcl.eval("proc inner {} {error deep {} {DEEP 1}}")
+    sys.modules["__main__"].__dict__["reenter"] = lambda: tcl.eval("inner")
+    with pytest.raises(TclError) as info:
+        tcl.eval("py call reenter")
+    assert (info.value.result, info.value.errorcode) == ("deep", "DEEP 1")
+
+
+def test_break_and_return_at_top_level():
+    assert tcl.eval("return -level 0 fine") == "fine"
+    with pytest.raises(TclError, match='invoked "break" outside of a loop'):
+        tcl.eval("break")
+
+
+def test_no_leak_of_tclerror_class():
+    def fail_many(times):
+        for _ in range(times):
+            try:
+                tcl.eval("error x")
+            except TclError:
+                pass
+        gc.collect()
+        return sys.getrefcount(TclError)
+
+    before = fail_many(10)
+    assert fail_many(2000) == before
+
+
+def test_commands_set_torch_state():
+    assert tcl.eval("torch::autocast_enable cpu float16") == "autocast enabled"
+    assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.float16
+    a = torch.ones(4, 4)
+    assert (a @ a).dtype == torch.float16
+    torch.set_autocast_dtype("cpu", torch.bfloat16)
+    assert tcl.eval("torch::autocastGetDtype cpu") == "bfloat16"
+
+
+def test_objects_go_to_tcl_as_handles():
+    class Counter:
+        n = 0
+
+        def bump(self, by):
+            self.n += int(by)
+            return self.n
+
+    counter = Counter()
+    handle = tcl.call("set", "counter", counter)
+    assert handle.startswith("::py::obj")
+    assert tcl.eval("$counter bump 2; $counter bump 3") == "5"
+    assert counter.n == 5
+    count = tcl.interp.handle_count
+    tcl.eval("py release $counter")
+    assert tcl.interp.handle_count == count - 1
+
+
+def test_separate_interpreters():
+    a, b = tclamp.Interp(), tclamp.Interp()
+    a.eval("set v a")
+    b.eval("set v b")
+    assert (a.eval("set v"), b.eval("set v")) == ("a", "b")
+    a.delete()
+    assert not a.alive and b.alive
+    with pytest.raises(RuntimeError, match="deleted"):
+        a.eval("set v")
+
+
+def test_current_interpreter_is_the_caller():
+    b = tclamp.Interp()
+    b.eval("set who b")
+    sys.modules["__main__"].__dict__["who_calls"] = lambda: tcl.eval("set who")
+    assert b.eval("py call who_calls") == "b"
+
+
+def test_interpreter_is_bound_to_its_thread():
+    interp = tcl.interp
+    errors = []
+    thread = threading.Thread(target=lambda: errors.append(pytest.raises(RuntimeError, interp.eval, "set x")))
+    thread.start()
+    thread.join()
+    assert "thread that created it" in str(errors[0].value)
+
+
+def test_python_threads_have_their_own_interpreter_and_autocast_state():
+    results = {}
+
+    def work(dtype):
+        tcl.eval(f"torch::autocast_enable cpu {dtype}")
+        a = torch.ones(4, 4)
+        seen = set()
+        for _ in range(200):
+            seen.add(tcl.eval("torch::autocast_get_dtype cpu"))
+            seen.add(str((a @ a).dtype))
+        results[dtype] = (seen, id(tcl.interp))
+
+    threads = [threading.Thread(target=work, args=(d,)) for d in ("float16", "bfloat16", "float32")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for dtype, (seen, _) in results.items():
+        assert seen == {dtype, f"torch.{dtype}"}
+    assert len({interp for _, interp in results.values()}) == 3
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_interp_rejects_arguments():
+    with pytest.raises(TypeError):
+        tclamp.Interp("x")
