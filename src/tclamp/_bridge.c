@@ -893,6 +893,27 @@ Interp_get_handle_count(InterpObject *self, void *unused)
     return PyLong_FromSsize_t(self->handles ? PyDict_GET_SIZE(self->handles) : 0);
 }
 
+/* Deletes every handle command of `obj` (an object may have several). */
+static PyObject *
+Interp_release(InterpObject *self, PyObject *obj)
+{
+    if (check_usable(self) < 0)
+        return NULL;
+    PyObject *names = PyList_New(0), *name, *value;
+    Py_ssize_t pos = 0;
+    while (names && PyDict_Next(self->handles, &pos, &name, &value)) {
+        if (value == obj && PyList_Append(names, name) < 0)
+            Py_CLEAR(names);
+    }
+    if (names == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++)
+        Tcl_DeleteCommand(self->interp, PyUnicode_AsUTF8(PyList_GET_ITEM(names, i)));
+    PyObject *count = PyLong_FromSsize_t(PyList_GET_SIZE(names));
+    Py_DECREF(names);
+    return count;
+}
+
 static PyMethodDef Interp_methods[] = {
     {"eval", (PyCFunction)Interp_eval, METH_O,
      "eval(script) -> str: evaluate a Tcl script at global level"},
@@ -903,6 +924,8 @@ static PyMethodDef Interp_methods[] = {
     {"create_command", (PyCFunction)(void (*)(void))Interp_create_command,
      METH_VARARGS | METH_KEYWORDS,
      "create_command(name, callable, planned=False): a Tcl command implemented in Python"},
+    {"release", (PyCFunction)Interp_release, METH_O,
+     "release(obj) -> int: delete every object handle of obj"},
     {"delete", (PyCFunction)Interp_delete, METH_NOARGS, "delete the Tcl interpreter"},
     {NULL}
 };

@@ -21,6 +21,7 @@ class Param:
     choices: object = None        # word -> value mapping, or a tuple of words
     convert: object = None        # str -> value; ValueError means invalid
     invalid: str = ""             # message for a bad value ("" = the command's)
+    named_only: bool = False      # given only as -flag value
 
     @property
     def required(self):
@@ -48,7 +49,7 @@ class Signature:
         """The parameters' values by name, converted and validated."""
         if args and not self.params:
             raise UsageError("USAGE", self.usage)
-        named = bool(args) and isinstance(args[0], str) and args[0].startswith("-")
+        named = bool(args) and is_flag(args[0])
         if named:
             words = {}
             for i in range(0, len(args), 2):
@@ -59,11 +60,12 @@ class Signature:
                     raise self.unknown(args[i])
                 words[param.name] = args[i + 1]
         else:
-            if len(args) > len(self.params):
+            positional = [p.name for p in self.params if not p.named_only]
+            if len(args) > len(positional):
                 raise UsageError("USAGE", self.usage)
-            words = dict(zip((p.name for p in self.params), args))
+            words = dict(zip(positional, args))
         for param in self.params:
-            if param.required and words.get(param.name, "") == "":
+            if param.required and words.get(param.name) in (None, ""):
                 raise UsageError("MISSING_ARGUMENT", self.missing[named])
         return {p.name: self.value(p, words[p.name]) if p.name in words else p.default
                 for p in self.params}
@@ -79,6 +81,17 @@ class Signature:
             return param.convert(word) if param.convert else word
         except (KeyError, TypeError, ValueError):
             raise UsageError("INVALID_VALUE", param.invalid or self.invalid) from None
+
+
+def is_flag(word):
+    """-name starts the named form; a negative number is still a value."""
+    if not (isinstance(word, str) and word.startswith("-")):
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return True
+    return False
 
 
 TCL_BOOLEANS = {"1": True, "0": False, "true": True, "false": False, "yes": True,

@@ -5,7 +5,7 @@ Each command is a declaration; commands.py registers them all in one loop.
 import torch
 
 from . import _bridge
-from .arguments import Command, Param, Signature, tcl_boolean
+from .arguments import Command, Param, Signature, is_flag, tcl_boolean
 from .errors import UsageError
 
 DEVICES = ("cuda", "cpu")
@@ -111,7 +111,7 @@ class BlockSignature:
         if not args:
             raise UsageError("USAGE", BLOCK_USAGE)
         *options, body = args
-        if options and not options[0].startswith("-"):
+        if options and not is_flag(options[0]):
             raise UsageError("USAGE", BLOCK_USAGE)
         values = BLOCK_OPTIONS.parse(options)
         values["body"] = body

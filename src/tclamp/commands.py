@@ -1,11 +1,11 @@
 """Registration: every declared torch:: command, under both its names."""
 import torch
 
-from . import autocast, precision
+from . import autocast, precision, scaler
 
 
 def all_commands():
-    return autocast.COMMANDS + precision.COMMANDS
+    return autocast.COMMANDS + precision.COMMANDS + scaler.COMMANDS
 
 
 def register(interp):
