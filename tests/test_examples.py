@@ -1,0 +1,30 @@
+"""The example scripts a user runs (make demo runs the first)."""
+import re
+
+from conftest import ROOT, run_tclsh
+
+ROW = re.compile(r"^(\d+)\s+(\w+)\s+([\d.]+)\s+([\d.]+)$")
+
+
+def test_train_amp_demo(tmp_path):
+    r = run_tclsh(f"source {ROOT / 'examples' / 'train_amp.tcl'}\n", tmp_path)
+    assert r.returncode == 0 and r.stderr == ""
+    rows = [m.groups() for line in r.stdout.splitlines() if (m := ROW.match(line))]
+    assert [(int(e), d) for e, d, _, _ in rows] == [
+        (0, "bfloat16"), (1, "bfloat16"), (2, "bfloat16"),
+        (3, "float16"), (4, "float16"), (5, "float16")]
+    losses = [float(full) for *_, full in rows]
+    start = float(r.stdout.splitlines()[1].split()[-1])
+    assert losses == sorted(losses, reverse=True) and losses[-1] < start / 10
+    lines = r.stdout.splitlines()
+    switch = lines.index("-- schedule: autocast now computes in float16")
+    assert lines[switch + 1].startswith("3 ")
+    assert lines[-1].startswith("grad scaler scale: ")
+
+
+def test_inference_example(tmp_path):
+    r = run_tclsh(f"source {ROOT / 'examples' / 'infer_amp.tcl'}\n", tmp_path)
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ["float32 output: torch.float32", "autocast output: torch.bfloat16"]
+    assert float(lines[2].split()[-1]) < 0.05
+    assert lines[3] == "autocast still on after the block: 0"
