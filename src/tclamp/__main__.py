@@ -1,0 +1,5 @@
+import sys
+
+from .prompt import main
+
+sys.exit(main())
