@@ -44,36 +44,62 @@ static PyObject *describe_error;/* exc -> (message, errorcode, errorinfo|None) *
 
 static int python_started_here; /* Tcl host: we initialized Python */
 static int python_finalized;    /* after Tcl's exit handler ran */
-static PyThreadState *main_tstate;
 static Tcl_ThreadId python_thread;
 
 typedef struct InterpObject InterpObject;
-static _Thread_local InterpObject *current_interp; /* innermost caller */
-static _Thread_local int bridge_depth;             /* Tcl->Python entries */
+
+/*
+ * Each thread's place in the bridge.  `parked` is the Python thread state
+ * the thread set aside (releasing the GIL) when it went from Python into
+ * Tcl, or when it attached to Python from Tcl; NULL while the thread runs
+ * Python.  Entering Python from Tcl takes it back, leaving parks it again:
+ * one GIL hand-off each way and no lookups.
+ */
+typedef struct {
+    PyThreadState *parked;
+    InterpObject *current;      /* innermost interpreter calling Python */
+    int depth;                  /* Tcl->Python entries in progress */
+} ThreadBridge;
+static _Thread_local ThreadBridge here;
+
+/* Runs Tcl code from Python with the GIL released. */
+#define WITHOUT_GIL(statement) do {                 \
+        here.parked = PyEval_SaveThread();          \
+        statement;                                  \
+        PyEval_RestoreThread(here.parked);          \
+        here.parked = NULL;                         \
+    } while (0)
 
 /* ------------------------------------------------------------------ */
 /* Entering Python from Tcl                                             */
 
 typedef struct {
-    PyGILState_STATE gil;
+    PyThreadState *restored;    /* parked state we took back, if any */
     InterpObject *saved;
 } Entry;
 
 static void
 enter(Entry *e, InterpObject *owner)
 {
-    e->gil = PyGILState_Ensure();
-    e->saved = current_interp;
-    current_interp = owner;
-    bridge_depth++;
+    ThreadBridge *t = &here;
+    e->restored = t->parked;
+    if (t->parked != NULL) {
+        t->parked = NULL;
+        PyEval_RestoreThread(e->restored);
+    }
+    e->saved = t->current;
+    t->current = owner;
+    t->depth++;
 }
 
 static void
 leave(Entry *e)
 {
-    bridge_depth--;
-    current_interp = e->saved;
-    PyGILState_Release(e->gil);
+    ThreadBridge *t = &here;
+    t->depth--;
+    t->current = e->saved;
+    if (e->restored != NULL)
+        t->parked = PyEval_SaveThread();
 }
 
 /* ------------------------------------------------------------------ */
@@ -403,13 +429,14 @@ handle_deleted(ClientData cd)
 {
     Handle *h = cd;
     if (!python_finalized) {
-        PyGILState_STATE g = PyGILState_Ensure();
+        Entry e;
+        enter(&e, NULL);
         if (h->owner->handles != NULL && PyDict_DelItem(h->owner->handles, h->name) < 0)
             PyErr_Clear();
         Py_DECREF(h->name);
         Py_DECREF(h->object);
         Py_DECREF(h->owner);
-        PyGILState_Release(g);
+        leave(&e);
     }
     ckfree((char *)h);
 }
@@ -739,11 +766,12 @@ python_command_deleted(ClientData cd)
 {
     Command *cmd = cd;
     if (!python_finalized) {
-        PyGILState_STATE g = PyGILState_Ensure();
+        Entry e;
+        enter(&e, NULL);
         for (int i = 0; i < MEMO_SLOTS; i++)
             memo_clear(&cmd->memo[i]);
         Py_DECREF(cmd->callable);
-        PyGILState_Release(g);
+        leave(&e);
     }
     ckfree((char *)cmd);
 }
@@ -765,9 +793,7 @@ Interp_eval(InterpObject *self, PyObject *script)
     Tcl_Interp *interp = self->interp;
     int code;
     Tcl_IncrRefCount(obj);
-    Py_BEGIN_ALLOW_THREADS
-    code = Tcl_EvalObjEx(interp, obj, TCL_EVAL_GLOBAL);
-    Py_END_ALLOW_THREADS
+    WITHOUT_GIL(code = Tcl_EvalObjEx(interp, obj, TCL_EVAL_GLOBAL));
     Tcl_DecrRefCount(obj);
     if (code != TCL_OK && code != TCL_RETURN)
         return raise_tcl_error(interp, code);
@@ -798,9 +824,7 @@ Interp_call(InterpObject *self, PyObject *args)
     if (made == n) {
         Tcl_Interp *interp = self->interp;
         int code;
-        Py_BEGIN_ALLOW_THREADS
-        code = Tcl_EvalObjv(interp, (int)n, objv, TCL_EVAL_GLOBAL);
-        Py_END_ALLOW_THREADS
+        WITHOUT_GIL(code = Tcl_EvalObjv(interp, (int)n, objv, TCL_EVAL_GLOBAL));
         if (code != TCL_OK && code != TCL_RETURN) {
             raise_tcl_error(interp, code);
         } else {
@@ -834,9 +858,7 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     Tcl_Interp *interp = self->interp;
     int code;
     Tcl_IncrRefCount(obj);
-    Py_BEGIN_ALLOW_THREADS
-    code = Tcl_EvalObjEx(interp, obj, 0);
-    Py_END_ALLOW_THREADS
+    WITHOUT_GIL(code = Tcl_EvalObjEx(interp, obj, 0));
     Tcl_DecrRefCount(obj);
     o->code = code;
     o->options = Tcl_GetReturnOptions(interp, code);
@@ -943,12 +965,13 @@ interp_deleted(ClientData cd, Tcl_Interp *interp)
     InterpObject *self = cd;
     if (python_finalized)
         return;
-    PyGILState_STATE g = PyGILState_Ensure();
+    Entry e;
+    enter(&e, NULL);
     self->interp = NULL;
     Py_CLEAR(self->handles);
     if (!self->python_owned)
         Py_DECREF(self);            /* the reference the interpreter held */
-    PyGILState_Release(g);
+    leave(&e);
 }
 
 /* Give `interp` the bridge: the py ensemble's C part, then tclamp._attach. */
@@ -1080,7 +1103,7 @@ bridge_configure(PyObject *module, PyObject *args)
 static PyObject *
 bridge_current(PyObject *module, PyObject *unused)
 {
-    PyObject *c = current_interp ? (PyObject *)current_interp : Py_None;
+    PyObject *c = here.current ? (PyObject *)here.current : Py_None;
     return Py_NewRef(c);
 }
 
@@ -1130,16 +1153,19 @@ finalize_python(ClientData unused)
 {
     if (!python_started_here || python_finalized)
         return;
-    if (bridge_depth > 0 || Tcl_GetCurrentThread() != python_thread) {
+    if (here.depth > 0 || Tcl_GetCurrentThread() != python_thread) {
         /* exit from inside a Python call or another thread: Python's
            frames are still on some stack, so only flush. */
-        PyGILState_STATE g = PyGILState_Ensure();
+        Entry e;
+        enter(&e, NULL);
         PyRun_SimpleString("import atexit, sys\natexit._run_exitfuncs()\n"
                            "sys.stdout.flush()\nsys.stderr.flush()\n");
-        PyGILState_Release(g);
+        leave(&e);
         return;
     }
-    PyGILState_Ensure();
+    if (here.parked != NULL)
+        PyEval_RestoreThread(here.parked);
+    here.parked = NULL;
     python_finalized = 1;
     Py_FinalizeEx();
 }
@@ -1147,24 +1173,23 @@ finalize_python(ClientData unused)
 static void
 drop_thread_state(ClientData unused)
 {
-    if (python_finalized)
+    if (python_finalized || here.parked == NULL)
         return;
-    PyThreadState *ts = PyGILState_GetThisThreadState();
-    if (ts == NULL)
-        return;
+    PyThreadState *ts = here.parked;
+    here.parked = NULL;
     PyEval_RestoreThread(ts);
     PyThreadState_Clear(ts);
     PyThreadState_DeleteCurrent();
 }
 
-/* A Tcl thread new to Python keeps one thread state for its lifetime. */
+/* A Tcl thread new to Python gets one thread state for its lifetime. */
 static void
 ensure_thread_state(void)
 {
     if (PyGILState_GetThisThreadState() != NULL)
         return;
-    PyGILState_Ensure();            /* creates it; never released below 1 */
-    PyEval_SaveThread();
+    PyGILState_Ensure();            /* creates it, and takes the GIL */
+    here.parked = PyEval_SaveThread();
     Tcl_CreateThreadExitHandler(drop_thread_state, NULL);
 }
 
@@ -1240,7 +1265,7 @@ start_python(Tcl_Interp *interp)
     python_started_here = 1;
     python_thread = Tcl_GetCurrentThread();
     Tcl_CreateExitHandler(finalize_python, NULL);
-    main_tstate = PyEval_SaveThread();
+    here.parked = PyEval_SaveThread();
     return TCL_OK;
 }
 
@@ -1280,7 +1305,8 @@ Tclamp_Init(Tcl_Interp *interp)
             return TCL_ERROR;
     }
     ensure_thread_state();
-    PyGILState_STATE g = PyGILState_Ensure();
+    Entry e;
+    enter(&e, NULL);
     int rc = check_same_bridge(interp);
     if (rc == TCL_OK) {
         InterpObject *self = attach(interp, 0);
@@ -1288,6 +1314,6 @@ Tclamp_Init(Tcl_Interp *interp)
             rc = report_python_error(NULL, interp);
         Py_XDECREF(self);
     }
-    PyGILState_Release(g);
+    leave(&e);
     return rc;
 }
