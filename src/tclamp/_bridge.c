@@ -59,6 +59,7 @@ typedef struct {
     PyThreadState *parked;
     InterpObject *current;      /* innermost interpreter calling Python */
     int depth;                  /* Tcl->Python entries in progress */
+    unsigned long generation;   /* remembered plans are valid for this one */
 } ThreadBridge;
 static _Thread_local ThreadBridge here;
 
@@ -554,17 +555,21 @@ apply_outcome(Tcl_Interp *interp, OutcomeObject *o)
  *     result: None (convert the last step's value), a dict (map that value),
  *             or a constant
  *
- * A cacheable plan depends only on the argument strings, so it is kept in a
- * small per-command memo keyed by them: a repeated call runs the steps
- * straight from C without creating a single Python object for its arguments.
+ * A cacheable plan depends only on the argument strings (and on state that
+ * only changes with invalidate_plans()), so it is kept in a small
+ * per-command memo keyed by them: a repeated call runs the steps straight
+ * from C without creating a single Python object for its arguments.
  */
 typedef struct {
     int objc;                   /* 0: empty slot */
+    unsigned long generation;   /* the thread's plan generation it was made in */
     char *key;                  /* the arguments, each as <length><bytes> */
     size_t keylen;
     PyObject *steps;
     PyObject *result;           /* None or dict; NULL when constant */
     Tcl_Obj *constant;
+    PyObject *last_value;       /* the last immutable value converted, */
+    Tcl_Obj *last_obj;          /* and what it became: reused if it recurs */
 } Memo;
 
 typedef struct {
@@ -602,7 +607,9 @@ memo_clear(Memo *m)
     ckfree(m->key);
     Py_XDECREF(m->steps);
     Py_XDECREF(m->result);
+    Py_XDECREF(m->last_value);
     if (m->constant) Tcl_DecrRefCount(m->constant);
+    if (m->last_obj) Tcl_DecrRefCount(m->last_obj);
     memset(m, 0, sizeof(*m));
 }
 
@@ -652,15 +659,24 @@ memo_store(Command *cmd, int objc, Tcl_Obj *const objv[], PyObject *steps,
     }
     m->keylen = keylen;
     m->objc = objc;
+    m->generation = here.generation;
     m->steps = Py_NewRef(steps);
     m->result = constant ? NULL : Py_NewRef(result);
     m->constant = constant;
     if (constant) Tcl_IncrRefCount(constant);
 }
 
+/* Readers return one of a few immutable values (a bool, a dtype's name):
+   a memo entry keeps the last one's Tcl value to hand out again. */
+static int
+reusable(PyObject *value)
+{
+    return PyBool_Check(value) || PyUnicode_CheckExact(value) || value == Py_None;
+}
+
 static int
 run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
-          Tcl_Obj *constant)
+          Tcl_Obj *constant, Memo *memo)
 {
     PyObject *value = NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(steps);
@@ -692,10 +708,23 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
         if (value == NULL)
             return report_python_error(cmd->owner, interp);
     }
+    if (memo != NULL && memo->last_value == value) {
+        Py_DECREF(value);
+        Tcl_SetObjResult(interp, memo->last_obj);
+        return TCL_OK;
+    }
     Tcl_Obj *obj = to_tcl(cmd->owner, value);
-    Py_DECREF(value);
-    if (obj == NULL)
+    if (obj == NULL) {
+        Py_DECREF(value);
         return report_python_error(cmd->owner, interp);
+    }
+    if (memo != NULL && reusable(value)) {
+        Py_XSETREF(memo->last_value, Py_NewRef(value));
+        if (memo->last_obj) Tcl_DecrRefCount(memo->last_obj);
+        memo->last_obj = obj;
+        Tcl_IncrRefCount(obj);
+    }
+    Py_DECREF(value);
     Tcl_SetObjResult(interp, obj);
     return TCL_OK;
 }
@@ -714,8 +743,9 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     if (cmd->planned) {
         for (int i = 0; i < MEMO_SLOTS; i++) {
             Memo *m = &cmd->memo[i];
-            if (m->objc != 0 && memo_matches(m, objc, objv)) {
-                rc = run_steps(cmd, interp, m->steps, m->result, m->constant);
+            if (m->objc != 0 && m->generation == here.generation
+                    && memo_matches(m, objc, objv)) {
+                rc = run_steps(cmd, interp, m->steps, m->result, m->constant, m);
                 leave(&e);
                 return rc;
             }
@@ -752,7 +782,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
             if (constant) Tcl_IncrRefCount(constant);
             if (cacheable && !any_handle)
                 memo_store(cmd, objc, objv, steps, result, constant);
-            rc = run_steps(cmd, interp, steps, result, constant);
+            rc = run_steps(cmd, interp, steps, result, constant, NULL);
             if (constant) Tcl_DecrRefCount(constant);
         }
     }
@@ -1107,7 +1137,16 @@ bridge_current(PyObject *module, PyObject *unused)
     return Py_NewRef(c);
 }
 
+static PyObject *
+bridge_invalidate_plans(PyObject *module, PyObject *unused)
+{
+    here.generation++;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef bridge_methods[] = {
+    {"invalidate_plans", bridge_invalidate_plans, METH_NOARGS,
+     "forget the plans this thread's commands remembered (state they depend on changed)"},
     {"configure", bridge_configure, METH_VARARGS,
      "configure(TclError, describe_error): set by tclamp on import"},
     {"current", bridge_current, METH_NOARGS,

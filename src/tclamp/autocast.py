@@ -27,13 +27,21 @@ def device_only(command):
     return Signature((DEVICE,), f"Usage: torch::{command} [device_type]", INVALID_DEVICE)
 
 
-def plan_enable(device_type, dtype):
-    steps = [(torch.set_autocast_enabled, (device_type, True))]
-    if dtype is not None:
+def set_dtype_steps(device_type, dtype):
+    steps = ((torch.set_autocast_dtype, (device_type, dtype)),)
+    if torch.is_autocast_cache_enabled():
         # Casts cached under the old dtype would clash with the new one.
-        steps[:0] = [(torch.set_autocast_dtype, (device_type, dtype)),
-                     (torch.clear_autocast_cache, ())]
-    return tuple(steps), "autocast enabled", True
+        # The cache is only on inside scoped blocks, which invalidate plans
+        # on the way in and out, so this choice stays right for the plan.
+        steps += ((torch.clear_autocast_cache, ()),)
+    return steps
+
+
+def plan_enable(device_type, dtype):
+    steps = ((torch.set_autocast_enabled, (device_type, True)),)
+    if dtype is not None:
+        steps = set_dtype_steps(device_type, dtype) + steps
+    return steps, "autocast enabled", True
 
 
 def plan_disable(device_type):
@@ -45,8 +53,7 @@ def plan_is_enabled(device_type):
 
 
 def plan_set_dtype(dtype, device_type):
-    return ((torch.set_autocast_dtype, (device_type, dtype)),
-            (torch.clear_autocast_cache, ())), "autocast dtype set", True
+    return set_dtype_steps(device_type, dtype), "autocast dtype set", True
 
 
 def plan_get_dtype(device_type):
@@ -95,6 +102,7 @@ def run_block(body, device_type, dtype, enabled, cache_enabled):
         torch.set_autocast_dtype(device_type, dtype)
     torch.set_autocast_cache_enabled(cache_enabled)
     torch.autocast_increment_nesting()
+    _bridge.invalidate_plans()
     try:
         return _bridge.current().evaluate(body)
     finally:
@@ -103,6 +111,7 @@ def run_block(body, device_type, dtype, enabled, cache_enabled):
         torch.set_autocast_enabled(device_type, saved[0])
         torch.set_autocast_dtype(device_type, saved[1])
         torch.set_autocast_cache_enabled(saved[2])
+        _bridge.invalidate_plans()
 
 
 class BlockSignature:

@@ -1,0 +1,112 @@
+# tclamp's benchmarks, run inside one tclsh by bench/run.py:
+#   tclsh bench.tcl ROUNDS CALLS
+# Every ratio compares two things measured side by side in this process,
+# round after round; run.py takes the medians.  Prints "name value" lines.
+package require tclamp
+lassign $argv rounds calls
+
+py exec {
+import time, timeit, torch
+def rss_kib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+# The baselines: the same torch calls written directly in Python, timed by
+# timeit with the function and arguments in local variables.
+DIRECT = {
+    "set_dtype": "f('cpu', bf16)",
+    "set_dtype+clear": "f('cpu', bf16); clear()",
+    "enable": "enable('cpu', True)",
+    "disable": "enable('cpu', False)",
+    "is_enabled": "is_enabled('cpu')",
+    "get_dtype": "get_dtype('cpu')",
+}
+SETUP = ("f = torch.set_autocast_dtype; bf16 = torch.bfloat16; clear = torch.clear_autocast_cache;"
+         "enable = torch.set_autocast_enabled; is_enabled = torch.is_autocast_enabled;"
+         "get_dtype = torch.get_autocast_dtype")
+def direct(name, n):
+    """ns per call of the baseline `name`."""
+    timer = timeit.Timer(DIRECT[name], SETUP, globals={"torch": torch})
+    return timer.timeit(int(n)) / int(n) * 1e9
+
+torch.manual_seed(0)
+net = torch.nn.Sequential(torch.nn.Linear(128, 256), torch.nn.ReLU(), torch.nn.Linear(256, 128))
+opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+x, y = torch.randn(64, 128), torch.randn(64, 128)
+def step():
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(net(x).float(), y)
+    loss.backward()
+    opt.step()
+def python_training(n):
+    """ms per step of the same loop in pure Python under torch.autocast."""
+    start = time.perf_counter_ns()
+    for _ in range(int(n)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            step()
+    return (time.perf_counter_ns() - start) / int(n) / 1e6
+}
+
+# ns per iteration of `body`, run in a compiled proc loop
+proc tcl_loop {body n} {
+    proc ::bench_body {n} "
+        set start \[clock microseconds\]
+        for {set i 0} {\$i < \$n} {incr i} {$body}
+        expr {(\[clock microseconds\] - \$start) * 1000.0 / \$n}
+    "
+    bench_body $n
+}
+proc noop {args} {}
+
+set commands {
+    set_dtype       set_dtype   {torch::autocast_set_dtype bfloat16 cpu}
+    set_dtype/named set_dtype   {torch::autocast_set_dtype -dtype bfloat16 -device cpu}
+    enable          enable      {torch::autocast_enable cpu}
+    enable/named    enable      {torch::autocast_enable -device cpu}
+    disable         disable     {torch::autocast_disable cpu}
+    disable/named   disable     {torch::autocast_disable -device cpu}
+    is_enabled      is_enabled  {torch::autocast_is_enabled cpu}
+    is_enabled/named is_enabled {torch::autocast_is_enabled -device cpu}
+    get_dtype       get_dtype   {torch::autocast_get_dtype cpu}
+    get_dtype/named get_dtype   {torch::autocast_get_dtype -device cpu}
+}
+for {set round 0} {$round < $rounds} {incr round} {
+    foreach {name baseline script} $commands {
+        puts "cmd:$name [tcl_loop $script $calls]"
+        puts "noop:$name [tcl_loop "noop [lrange $script 1 end]" $calls]"
+        puts "py:$name [py call direct $baseline $calls]"
+    }
+    puts "py:set_dtype+clear [py call direct set_dtype+clear $calls]"
+    flush stdout
+}
+
+# A training step driven from Tcl against the same loop in pure Python.
+set steps 200
+py call python_training 20
+for {set round 0} {$round < $rounds} {incr round} {
+    set start [clock microseconds]
+    for {set i 0} {$i < $steps} {incr i} {
+        torch::autocast_enable cpu bfloat16
+        py call step
+        torch::autocast_disable cpu
+    }
+    puts "train:tcl [expr {([clock microseconds] - $start) / 1000.0 / $steps}]"
+    puts "train:python [py call python_training $steps]"
+    flush stdout
+}
+
+# Resident memory before and after a million calls (after a warm-up).
+set mix {
+    {torch::autocast_set_dtype bfloat16 cpu} {torch::autocast_enable -device cpu}
+    {torch::autocast_is_enabled cpu} {torch::autocast_get_dtype cpu}
+    {torch::autocast_disable cpu}
+}
+proc churn {mix n} {
+    for {set i 0} {$i < $n} {incr i 5} {
+        foreach command $mix { {*}$command }
+        catch {torch::autocast_set_dtype float64}
+    }
+}
+churn $mix 100000
+puts "rss:before [py call rss_kib]"
+churn $mix 1000000
+puts "rss:after [py call rss_kib]"

@@ -1,0 +1,117 @@
+"""tclamp's benchmarks: `make bench` (or python bench/run.py [--quick]).
+
+Prints a table of ratios, each measured side by side in one process, and
+writes it to bench/RESULTS.md with the machine and versions.
+"""
+import argparse
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+ENV = dict(os.environ, TCLLIBPATH=str(ROOT / "tcl"), TCLAMP_PYTHON=sys.executable)
+# What `import torch` pulls in here, so the start-ups compare like with like.
+IMPORT_TORCH = "import torch"
+TARGETS = {"set_dtype": 1.5, "enable": 1.5, "disable": 1.5, "is_enabled": 2.0, "get_dtype": 2.0}
+
+
+def run_bench_tcl(rounds, calls):
+    out = subprocess.run(["tclsh", str(HERE / "bench.tcl"), str(rounds), str(calls)],
+                         env=ENV, capture_output=True, text=True, check=True).stdout
+    samples = defaultdict(list)
+    for line in out.splitlines():
+        key, value = line.rsplit(" ", 1)
+        samples[key].append(float(value))
+    return samples
+
+
+def rss_line(program, code):
+    """(seconds, max RSS in MiB) for one new process running `code`."""
+    start = time.perf_counter()
+    out = subprocess.run(program, input=code, env=ENV, capture_output=True, text=True,
+                         check=True).stdout
+    seconds = time.perf_counter() - start
+    return seconds, int(out.split()[-1]) / 1024
+
+
+def startup(rounds):
+    tcl = "package require tclamp\nputs [py eval {__import__('resource').getrusage(0).ru_maxrss}]\n"
+    python = f"{IMPORT_TORCH}\nprint(__import__('resource').getrusage(0).ru_maxrss)\n"
+    results = defaultdict(list)
+    for _ in range(rounds):     # alternate, so both see the same machine
+        for name, program, code in (("tclsh", ["tclsh"], tcl), ("python", [sys.executable], python)):
+            seconds, rss = rss_line(program, code)
+            results[name + ":s"].append(seconds)
+            results[name + ":rss"].append(rss)
+    return {k: statistics.median(v) for k, v in results.items()}
+
+
+def versions():
+    import torch
+    tcl = subprocess.run(["tclsh"], input="puts [info patchlevel]\n", capture_output=True,
+                         text=True).stdout.strip()
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor())
+    return (f"{cpu}, {os.cpu_count()} cores; Linux {platform.release()}; "
+            f"Python {platform.python_version()}, Tcl {tcl}, torch {torch.__version__}")
+
+
+def table(samples, start):
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    rows = ["| command | form | tclamp ns | Python direct ns | ratio | target | met | "
+            "empty Tcl proc ns | ratio to empty proc |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    met = {}
+    for key in sorted(k for k in med if k.startswith("cmd:")):
+        name = key[4:]
+        base, _, form = name.partition("/")
+        ratio = med[key] / med[f"py:{base}"]
+        ok = ratio <= TARGETS[base]
+        met[name] = ok
+        rows.append(f"| {base} | {form or 'positional'} | {med[key]:.0f} | {med['py:' + base]:.0f} | "
+                    f"{ratio:.2f}x | {TARGETS[base]}x | {'yes' if ok else 'no'} | "
+                    f"{med['noop:' + name]:.0f} | {med[key] / med['noop:' + name]:.2f}x |")
+    clear = med["py:set_dtype+clear"]
+    rows += ["", f"`autocast_set_dtype` also clears torch's autocast cache; against "
+             f"`set_autocast_dtype` + `clear_autocast_cache` from Python ({clear:.0f} ns) "
+             f"its ratio is {med['cmd:set_dtype'] / clear:.2f}x (positional) and "
+             f"{med['cmd:set_dtype/named'] / clear:.2f}x (named)."]
+    train = med["train:tcl"] / med["train:python"]
+    rows += ["", "| measure | tclamp | baseline | ratio | target |", "|---|---|---|---|---|",
+             f"| training step, Tcl-driven vs pure Python under torch.autocast (ms) | "
+             f"{med['train:tcl']:.3f} | {med['train:python']:.3f} | {train:.3f}x | 1.02x |",
+             f"| start-up: `package require tclamp` in tclsh vs `import torch` in python (s) | "
+             f"{start['tclsh:s']:.3f} | {start['python:s']:.3f} | "
+             f"{start['tclsh:s'] / start['python:s']:.3f}x | 1.05x |",
+             f"| resident memory after start-up (MiB) | {start['tclsh:rss']:.1f} | "
+             f"{start['python:rss']:.1f} | {start['tclsh:rss'] / start['python:rss']:.3f}x | |",
+             f"| resident memory growth over 1,000,000 calls after warm-up (KiB) | "
+             f"{med['rss:after'] - med['rss:before']:.0f} | 0 | | 0 |"]
+    return "\n".join(rows)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and calls")
+    parser.add_argument("--output", default=str(HERE / "RESULTS.md"))
+    options = parser.parse_args()
+    rounds, calls = (3, 20000) if options.quick else (7, 200000)
+    samples = run_bench_tcl(rounds, calls)
+    start = startup(rounds)
+    text = table(samples, start)
+    header = (f"# tclamp benchmarks\n\n{time.strftime('%Y-%m-%d')}, {versions()}.\n"
+              f"{rounds} rounds of {calls} calls each, medians; every ratio is measured "
+              "side by side in one process (start-up: alternating new processes).\n\n")
+    print(text)
+    Path(options.output).write_text(header + text + "\n")
+
+
+if __name__ == "__main__":
+    main()
