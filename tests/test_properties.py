@@ -1,0 +1,156 @@
+"""Property tests of the argument parser: random argument lists against an
+oracle written from the documented rules (spec/anchor-facts), not from the
+parser.  Every call must succeed or fail exactly as the oracle says, with
+the documented message, and a failed call must change nothing."""
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tclamp
+from tclamp import TclError
+
+DEVICES = ("cuda", "cpu")
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+INVALID_PARAMETERS = ("Invalid parameters. Device type: cuda or cpu. "
+                      "Dtype: float16, bfloat16, or float32")
+INVALID_DEVICE = "Invalid device type. Use cuda or cpu"
+DEVICE_FLAGS = {"-device_type": "device", "-device": "device"}
+DTYPE_FLAGS = {"-dtype": "dtype", "-data_type": "dtype"}
+
+# name: (positional names, flags in documented order, usage, invalid message)
+SPECS = {
+    "autocast_enable": (("device", "dtype"), {**DEVICE_FLAGS, **DTYPE_FLAGS},
+                        "Usage: torch::autocast_enable [device_type] [dtype]", INVALID_PARAMETERS),
+    "autocast_disable": (("device",), DEVICE_FLAGS,
+                         "Usage: torch::autocast_disable [device_type]", INVALID_DEVICE),
+    "autocast_is_enabled": (("device",), DEVICE_FLAGS,
+                            "Usage: torch::autocast_is_enabled [device_type]", INVALID_DEVICE),
+    "autocast_get_dtype": (("device",), DEVICE_FLAGS,
+                           "Usage: torch::autocast_get_dtype [device_type]", INVALID_DEVICE),
+    "autocast_set_dtype": (("dtype", "device"), {**DTYPE_FLAGS, **DEVICE_FLAGS},
+                           "Usage: torch::autocast_set_dtype dtype [device_type]", INVALID_PARAMETERS),
+}
+CAMEL = {"autocast_enable": "autocastEnable", "autocast_disable": "autocastDisable",
+         "autocast_is_enabled": "autocastIsEnabled", "autocast_get_dtype": "autocastGetDtype",
+         "autocast_set_dtype": "autocastSetDtype"}
+
+
+def is_number(word):
+    try:
+        float(word)
+        return True
+    except ValueError:
+        return False
+
+
+def oracle(command, args, state):
+    """(result, new state) or ("error", message) per the documented rules."""
+    positional, flags, usage, invalid = SPECS[command]
+    values = {}
+    named = bool(args) and args[0].startswith("-") and not is_number(args[0])
+    if named:
+        for i in range(0, len(args), 2):
+            if i + 1 == len(args):
+                return "error", "Missing value for parameter"
+            if args[i] not in flags:
+                return "error", (f"Unknown parameter: {args[i]}. Valid parameters are: "
+                                 + ", ".join(flags))
+            values[flags[args[i]]] = args[i + 1]
+    else:
+        if len(args) > len(positional):
+            return "error", usage
+        values = dict(zip(positional, args))
+    if command == "autocast_set_dtype" and not values.get("dtype"):
+        return "error", ("Missing required dtype parameter. Valid dtypes: float16, bfloat16, float32"
+                         if named else "Missing required dtype parameter")
+    device = values.get("device", "cuda")
+    dtype = values.get("dtype")
+    if device not in DEVICES or (dtype is not None and dtype not in DTYPES):
+        return "error", invalid
+    state = dict(state)
+    enabled, current = state[device]
+    if command == "autocast_enable":
+        state[device] = (True, dtype or current)
+        return "autocast enabled", state
+    if command == "autocast_disable":
+        state[device] = (False, current)
+        return "autocast disabled", state
+    if command == "autocast_set_dtype":
+        state[device] = (enabled, dtype)
+        return "autocast dtype set", state
+    if command == "autocast_is_enabled":
+        return str(int(enabled)), state
+    return current, state
+
+
+def torch_state():
+    names = {v: k for k, v in DTYPES.items()}
+    return {d: (torch.is_autocast_enabled(d), names[torch.get_autocast_dtype(d)]) for d in DEVICES}
+
+
+WORDS = st.one_of(
+    st.sampled_from(["cuda", "cpu", "float16", "bfloat16", "float32", "", "-", "--", "CPU",
+                     "float64", "-device", "-device_type", "-dtype", "-data_type", "-1", "-2.5",
+                     "{", "}", "[", "\\", "\"", "$x", "a b", "\0", "caf\u00e9", "\U0001F600"]),
+    st.text(max_size=12),
+    st.text(min_size=200, max_size=400),
+    st.builds(lambda s: "-" + s, st.text(max_size=8)),
+)
+
+
+@pytest.fixture(scope="module")
+def interp():
+    return tclamp.Interp()
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(sorted(SPECS)), camel=st.booleans(),
+       args=st.lists(WORDS, max_size=5),
+       start=st.tuples(st.booleans(), st.sampled_from(sorted(DTYPES)),
+                       st.booleans(), st.sampled_from(sorted(DTYPES))))
+def test_commands_match_the_oracle(interp, command, camel, args, start):
+    torch.set_autocast_enabled("cuda", start[0])
+    torch.set_autocast_dtype("cuda", DTYPES[start[1]])
+    torch.set_autocast_enabled("cpu", start[2])
+    torch.set_autocast_dtype("cpu", DTYPES[start[3]])
+    before = torch_state()
+    expected, detail = oracle(command, args, before)
+    name = f"::torch::{CAMEL[command] if camel else command}"
+    try:
+        result = interp.call(name, *args)
+    except TclError as error:
+        assert expected == "error", f"{name} {args!r} failed: {error.result}"
+        assert error.result == detail
+        assert error.errorcode.startswith("TCLAMP ")
+        assert torch_state() == before
+    else:
+        assert expected != "error", f"{name} {args!r} should fail with {detail!r}"
+        assert result == expected
+        assert torch_state() == detail
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=st.sampled_from(["autocast", "autocast_status", "autocast_clear_cache",
+                                "set_float32_matmul_precision", "get_float32_matmul_precision",
+                                "grad_scaler_new", "grad_scaler_get_scale", "grad_scaler_step",
+                                "grad_scaler_update", "grad_scaler_free"]),
+       args=st.lists(WORDS, max_size=6))
+def test_other_commands_fail_cleanly(interp, command, args):
+    """Any argument list: a result, or a TCLAMP usage error that changes
+    nothing (the block's body here only sets a variable)."""
+    before = (torch_state(), torch.is_autocast_cache_enabled(), torch.get_float32_matmul_precision())
+    interp.call("set", "ran", 0)
+    if command == "autocast":
+        args = [*args, "set ran 1"]
+    try:
+        interp.call(f"::torch::{command}", *args)
+    except TclError as error:
+        assert error.errorcode.split()[0] == "TCLAMP", (args, error.result, error.errorcode)
+        assert "\n" not in error.result
+        assert (torch_state(), torch.is_autocast_cache_enabled(),
+                torch.get_float32_matmul_precision()) == before
+        assert interp.eval("set ran") == "0"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+        interp.eval("foreach h [info commands ::py::obj*] {py release $h}")
