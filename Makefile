@@ -32,7 +32,6 @@ $(SETUP_STAMP): pyproject.toml setup.py
 # The bridge is rebuilt whenever its C source changes.
 src/tclamp/.built: $(SETUP_STAMP) src/tclamp/_bridge.c setup.py
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
-	$(PY) setup.py -q build_ext --inplace 2>/dev/null
 	touch $@
 
 demo: setup
