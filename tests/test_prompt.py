@@ -95,3 +95,19 @@ def test_script_mode(tmp_path):
     child.close()
     assert child.before.split() == ["autocast", "enabled", "a", "b"]
     assert child.exitstatus == 5
+
+
+def test_plain_interactive_tclsh_prints_the_version(tmp_path):
+    """At a terminal, tclsh echoes results: package require shows the version
+    (in a pipe tclsh echoes nothing, so only `puts` output appears)."""
+    env = dict(os.environ, TCLLIBPATH=str(ROOT / "tcl"), HOME=str(tmp_path))
+    env.pop("TCLAMP_PYTHON", None)
+    child = pexpect.spawn("tclsh", env=env, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    child.expect_exact("% ")
+    child.sendline("package require tclamp")
+    child.expect_exact("0.1.0")
+    child.expect_exact("% ")
+    child.sendline("torch::autocast_set_dtype float16 cuda extra_arg")
+    child.expect_exact("Usage: torch::autocast_set_dtype dtype [device_type]\r\n% ")
+    child.sendline("exit")
+    child.expect(pexpect.EOF)
