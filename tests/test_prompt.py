@@ -108,6 +108,7 @@ def test_plain_interactive_tclsh_prints_the_version(tmp_path):
     child.expect_exact("0.1.0")
     child.expect_exact("% ")
     child.sendline("torch::autocast_set_dtype float16 cuda extra_arg")
-    child.expect_exact("Usage: torch::autocast_set_dtype dtype [device_type]\r\n% ")
+    child.expect_exact("Usage: torch::autocast_set_dtype dtype [device_type]")
+    child.expect_exact("% ")
     child.sendline("exit")
     child.expect(pexpect.EOF)
