@@ -758,12 +758,10 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     if (value == NULL) {
         rc = report_python_error(cmd->owner, interp);
     } else if (!cmd->planned) {
-        Tcl_Obj *obj = Py_IS_TYPE(value, &OutcomeType) ? NULL : to_tcl(cmd->owner, value);
-        if (Py_IS_TYPE(value, &OutcomeType))
-            rc = apply_outcome(interp, (OutcomeObject *)value);
-        else if (obj == NULL)
+        Tcl_Obj *obj = to_tcl(cmd->owner, value);
+        if (obj == NULL) {
             rc = report_python_error(cmd->owner, interp);
-        else {
+        } else {
             Tcl_SetObjResult(interp, obj);
             rc = TCL_OK;
         }
@@ -771,14 +769,11 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         PyObject *steps, *result;
         int cacheable;
         Tcl_Obj *constant = NULL;
-        if (check_plan(value, &steps, &result, &cacheable) < 0) {
+        if (check_plan(value, &steps, &result, &cacheable) < 0
+                || (result != Py_None && !PyDict_Check(result)
+                    && (constant = to_tcl(cmd->owner, result)) == NULL)) {
             rc = report_python_error(cmd->owner, interp);
         } else {
-            if (result != Py_None && !PyDict_Check(result)) {
-                constant = to_tcl(cmd->owner, result);
-                if (constant == NULL)
-                    cacheable = 0, PyErr_Clear(), constant = Tcl_NewObj();
-            }
             if (constant) Tcl_IncrRefCount(constant);
             if (cacheable && !any_handle)
                 memo_store(cmd, objc, objv, steps, result, constant);
