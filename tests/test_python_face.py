@@ -165,3 +165,16 @@ def test_python_threads_have_their_own_interpreter_and_autocast_state():
 def test_interp_rejects_arguments():
     with pytest.raises(TypeError):
         tclamp.Interp("x")
+
+
+def test_interpreter_deleted_from_inside_its_own_eval():
+    doomed = tclamp.Interp()
+    sys.modules["__main__"].__dict__["doomed"] = doomed
+    try:
+        doomed.eval("py exec {doomed.delete()}; set after 1")
+    except TclError:
+        pass
+    assert not doomed.alive
+    with pytest.raises(RuntimeError, match="deleted"):
+        doomed.eval("set after")
+    assert tcl.eval("expr {1 + 1}") == "2"

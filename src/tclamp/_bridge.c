@@ -298,6 +298,40 @@ args_to_python(InterpObject *owner, int objc, Tcl_Obj *const objv[], int *any_ha
 /* ------------------------------------------------------------------ */
 /* Errors, both ways                                                    */
 
+static Tcl_Obj *
+attr_to_tcl(PyObject *obj, const char *name)
+{
+    PyObject *attr = PyObject_GetAttrString(obj, name);
+    Tcl_Obj *result = (attr && PyUnicode_Check(attr)) ? tcl_from_str(attr) : NULL;
+    Py_XDECREF(attr);
+    PyErr_Clear();
+    return result;
+}
+
+static void
+describe_in_c(PyObject *value, Tcl_Obj **message, Tcl_Obj **code)
+{
+    if (value != NULL && TclErrorType != NULL && PyObject_IsInstance(value, TclErrorType) == 1) {
+        *message = attr_to_tcl(value, "result");
+        *code = attr_to_tcl(value, "errorcode");
+    }
+    PyErr_Clear();
+    if (*message == NULL || *code == NULL) {
+        const char *type = value ? Py_TYPE(value)->tp_name : "Exception";
+        PyObject *text = value ? PyObject_Str(value) : NULL;
+        const char *utf8 = text ? PyUnicode_AsUTF8(text) : NULL;
+        PyErr_Clear();
+        discard(*message);
+        discard(*code);
+        *message = utf8 && *utf8 ? Tcl_ObjPrintf("%s: %s", type, utf8) : Tcl_NewStringObj(type, -1);
+        *code = Tcl_NewListObj(0, NULL);
+        Tcl_ListObjAppendElement(NULL, *code, Tcl_NewStringObj("PYTHON", -1));
+        Tcl_ListObjAppendElement(NULL, *code, Tcl_NewStringObj(type, -1));
+        Tcl_ListObjAppendElement(NULL, *code, Tcl_NewStringObj(utf8 ? utf8 : "", -1));
+        Py_XDECREF(text);
+    }
+}
+
 /* The pending Python exception becomes the Tcl error; returns TCL_ERROR. */
 static int
 report_python_error(InterpObject *owner, Tcl_Interp *interp)
@@ -313,7 +347,6 @@ report_python_error(InterpObject *owner, Tcl_Interp *interp)
     /* (message, errorcode, text to add to errorInfo or None) */
     PyObject *desc = (describe_error && value)
         ? PyObject_CallOneArg(describe_error, value) : NULL;
-    Py_XDECREF(value);
     Tcl_Obj *message = NULL, *code = NULL, *info = NULL;
     if (desc != NULL && PyTuple_Check(desc) && PyTuple_GET_SIZE(desc) == 3) {
         message = to_tcl(owner, PyTuple_GET_ITEM(desc, 0));
@@ -324,11 +357,14 @@ report_python_error(InterpObject *owner, Tcl_Interp *interp)
     Py_XDECREF(desc);
     PyErr_Clear();
     if (message == NULL || code == NULL) {
+        /* Describing failed too (at Python's recursion limit, say): what C
+           can read without running Python code will do. */
         discard(message);
-        Tcl_SetObjResult(interp, Tcl_NewStringObj("Python error that could not be described", -1));
-        Tcl_SetErrorCode(interp, "PYTHON", "Exception", NULL);
-        return TCL_ERROR;
+        discard(info);
+        message = code = info = NULL;
+        describe_in_c(value, &message, &code);
     }
+    Py_XDECREF(value);
     Tcl_SetObjResult(interp, message);
     Tcl_SetObjErrorCode(interp, code);
     if (info)                       /* errorInfo starts with the message */
@@ -380,11 +416,17 @@ raise_tcl_error(Tcl_Interp *interp, int code)
 /* ------------------------------------------------------------------ */
 /* Object handles: a Python object as a Tcl command                    */
 
+/* A command's clientData outlives a deletion that happens while the
+   command runs (a method that releases its own handle): `busy` counts
+   running calls, and the last one out frees what `deleted` marked. */
 typedef struct {
     InterpObject *owner;        /* strong */
     PyObject *object;           /* strong */
     PyObject *name;
+    int busy, deleted;
 } Handle;
+
+static void free_handle(Handle *h);
 
 static int
 handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
@@ -396,6 +438,7 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     }
     Entry e;
     enter(&e, h->owner);
+    h->busy++;
     int rc = TCL_ERROR;
     PyObject *name = str_from_tcl(objv[1]);
     PyObject *attr = name ? PyObject_GetAttr(h->object, name) : NULL;
@@ -421,25 +464,40 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     Py_XDECREF(value);
     Py_XDECREF(attr);
     Py_XDECREF(name);
+    if (--h->busy == 0 && h->deleted)
+        free_handle(h);
     leave(&e);
     return rc;
 }
 
 static void
-handle_deleted(ClientData cd)
+free_handle(Handle *h)
 {
-    Handle *h = cd;
     if (!python_finalized) {
         Entry e;
         enter(&e, NULL);
-        if (h->owner->handles != NULL && PyDict_DelItem(h->owner->handles, h->name) < 0)
-            PyErr_Clear();
         Py_DECREF(h->name);
         Py_DECREF(h->object);
         Py_DECREF(h->owner);
         leave(&e);
     }
     ckfree((char *)h);
+}
+
+static void
+handle_deleted(ClientData cd)
+{
+    Handle *h = cd;
+    if (!python_finalized) {    /* the name is free for reuse at once */
+        Entry e;
+        enter(&e, NULL);
+        if (h->owner->handles != NULL && PyDict_DelItem(h->owner->handles, h->name) < 0)
+            PyErr_Clear();
+        leave(&e);
+    }
+    h->deleted = 1;
+    if (h->busy == 0)
+        free_handle(h);
 }
 
 static Tcl_Obj *
@@ -460,6 +518,7 @@ make_handle(InterpObject *owner, PyObject *value)
     h->owner = (InterpObject *)Py_NewRef(owner);
     h->object = Py_NewRef(value);
     h->name = name;
+    h->busy = h->deleted = 0;
     const char *cname = PyUnicode_AsUTF8(name);
     Tcl_CreateObjCommand(owner->interp, cname, handle_command, h, handle_deleted);
     return Tcl_NewStringObj(cname, -1);
@@ -577,9 +636,12 @@ typedef struct {
                                    drops the interpreter's own reference */
     PyObject *callable;
     int planned;
+    int busy, deleted;          /* as for Handle */
     int memo_next;
     Memo memo[MEMO_SLOTS];
 } Command;
+
+static void free_command(Command *cmd);
 
 static int
 memo_matches(const Memo *m, int objc, Tcl_Obj *const objv[])
@@ -729,6 +791,23 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
     return TCL_OK;
 }
 
+/* Runs a remembered plan.  The steps are torch's own functions, but hold
+   the plan anyway: a step that re-entered this command could reuse its
+   slot, and then the slot's last result is no longer ours to set. */
+static int
+run_memo(Command *cmd, Tcl_Interp *interp, Memo *m)
+{
+    PyObject *steps = Py_NewRef(m->steps);
+    PyObject *result = m->result ? Py_NewRef(m->result) : NULL;
+    Tcl_Obj *constant = m->constant;
+    if (constant) Tcl_IncrRefCount(constant);
+    int rc = run_steps(cmd, interp, steps, result, constant, m);
+    if (constant) Tcl_DecrRefCount(constant);
+    Py_XDECREF(result);
+    Py_DECREF(steps);
+    return rc;
+}
+
 static int
 python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
@@ -739,15 +818,15 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     }
     Entry e;
     enter(&e, cmd->owner);
+    cmd->busy++;
     int rc;
     if (cmd->planned) {
         for (int i = 0; i < MEMO_SLOTS; i++) {
             Memo *m = &cmd->memo[i];
             if (m->objc != 0 && m->generation == here.generation
                     && memo_matches(m, objc, objv)) {
-                rc = run_steps(cmd, interp, m->steps, m->result, m->constant, m);
-                leave(&e);
-                return rc;
+                rc = run_memo(cmd, interp, m);
+                goto done;
             }
         }
     }
@@ -782,14 +861,16 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         }
     }
     Py_XDECREF(value);
+done:
+    if (--cmd->busy == 0 && cmd->deleted)
+        free_command(cmd);
     leave(&e);
     return rc;
 }
 
 static void
-python_command_deleted(ClientData cd)
+free_command(Command *cmd)
 {
-    Command *cmd = cd;
     if (!python_finalized) {
         Entry e;
         enter(&e, NULL);
@@ -799,6 +880,15 @@ python_command_deleted(ClientData cd)
         leave(&e);
     }
     ckfree((char *)cmd);
+}
+
+static void
+python_command_deleted(ClientData cd)
+{
+    Command *cmd = cd;
+    cmd->deleted = 1;
+    if (cmd->busy == 0)
+        free_command(cmd);
 }
 
 /* ------------------------------------------------------------------ */
@@ -818,12 +908,17 @@ Interp_eval(InterpObject *self, PyObject *script)
     Tcl_Interp *interp = self->interp;
     int code;
     Tcl_IncrRefCount(obj);
+    Tcl_Preserve(interp);       /* the script may delete its interpreter */
     WITHOUT_GIL(code = Tcl_EvalObjEx(interp, obj, TCL_EVAL_GLOBAL));
     Tcl_DecrRefCount(obj);
-    if (code != TCL_OK && code != TCL_RETURN)
-        return raise_tcl_error(interp, code);
-    PyObject *result = str_from_tcl(Tcl_GetObjResult(interp));
-    Tcl_ResetResult(interp);
+    PyObject *result;
+    if (code != TCL_OK && code != TCL_RETURN) {
+        result = raise_tcl_error(interp, code);
+    } else {
+        result = str_from_tcl(Tcl_GetObjResult(interp));
+        Tcl_ResetResult(interp);
+    }
+    Tcl_Release(interp);
     return result;
 }
 
@@ -849,6 +944,7 @@ Interp_call(InterpObject *self, PyObject *args)
     if (made == n) {
         Tcl_Interp *interp = self->interp;
         int code;
+        Tcl_Preserve(interp);
         WITHOUT_GIL(code = Tcl_EvalObjv(interp, (int)n, objv, TCL_EVAL_GLOBAL));
         if (code != TCL_OK && code != TCL_RETURN) {
             raise_tcl_error(interp, code);
@@ -856,6 +952,7 @@ Interp_call(InterpObject *self, PyObject *args)
             result = str_from_tcl(Tcl_GetObjResult(interp));
             Tcl_ResetResult(interp);
         }
+        Tcl_Release(interp);
     }
     while (made-- > 0)
         Tcl_DecrRefCount(objv[made]);
@@ -883,6 +980,7 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     Tcl_Interp *interp = self->interp;
     int code;
     Tcl_IncrRefCount(obj);
+    Tcl_Preserve(interp);
     WITHOUT_GIL(code = Tcl_EvalObjEx(interp, obj, 0));
     Tcl_DecrRefCount(obj);
     o->code = code;
@@ -891,6 +989,7 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     o->result = Tcl_GetObjResult(interp);
     Tcl_IncrRefCount(o->result);
     Tcl_ResetResult(interp);
+    Tcl_Release(interp);
     return (PyObject *)o;
 }
 
