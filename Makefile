@@ -49,9 +49,10 @@ bench: setup
 # For a system tclsh without TCLLIBPATH: a pkgIndex.tcl with absolute paths.
 install-tcl: setup
 	mkdir -p $(TCL_PKG_DIR)
-	printf 'namespace eval ::tclamp {variable python %s}\nsource %s\n' \
-	    "$(abspath $(PY))" "$(CURDIR)/src/tclamp/pkgIndex.tcl" | \
-	    sed 's|^source \(.*\)$$|set dir $(CURDIR)/src/tclamp; source \1|' > $(TCL_PKG_DIR)/pkgIndex.tcl
+	printf '%s\n' '# tclamp, installed from $(CURDIR)' \
+	    'namespace eval ::tclamp [list variable python {$(abspath $(PY))}]' \
+	    'set dir {$(CURDIR)/src/tclamp}' \
+	    'source [file join $$dir pkgIndex.tcl]' > $(TCL_PKG_DIR)/pkgIndex.tcl
 	@echo "installed $(TCL_PKG_DIR)/pkgIndex.tcl"
 
 uninstall-tcl:

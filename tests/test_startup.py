@@ -2,7 +2,7 @@
 import sys
 import tomllib
 
-from conftest import ROOT
+from conftest import ROOT, run_tclsh
 
 
 def test_pipe_prints_result_and_nothing_on_stderr(tclsh):
@@ -85,3 +85,19 @@ def test_all_tcl_runs_the_tcltest_files_without_pytest(tclsh):
     r = tclsh(f"set argv {{-file autocast.test}}\nsource {ROOT / 'tests' / 'all.tcl'}\n",
               TCLAMP_PYTHON=sys.executable)
     assert "Failed\t0" in r.stdout and "Passed\t1" in r.stdout
+
+
+def test_install_tcl_for_a_system_tclsh(tmp_path):
+    import subprocess
+    target = tmp_path / "lib" / "tclamp"
+    subprocess.run(["make", "-s", "install-tcl", f"TCL_PKG_DIR={target}", f"PY={sys.executable}"],
+                   cwd=ROOT, check=True, capture_output=True)
+    r = run_tclsh(f"lappend auto_path {tmp_path / 'lib'}\nputs [package require tclamp]\n"
+                  "puts [torch::autocast_get_dtype cpu]\n", tmp_path, TCLLIBPATH="")
+    assert r.stdout.split() == [tclamp_version(), "bfloat16"]
+    subprocess.run(["make", "-s", "uninstall-tcl", f"TCL_PKG_DIR={target}"], cwd=ROOT, check=True)
+    assert not target.exists()
+
+
+def tclamp_version():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
