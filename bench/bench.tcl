@@ -10,22 +10,23 @@ import time, timeit, torch
 def rss_kib():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
-# The baselines: the same torch calls written directly in Python, timed by
-# timeit with the function and arguments in local variables.
+# The baselines: the same torch calls made directly from Python, timed by
+# timeit, written the way a script writes them (torch.f(...)) and with the
+# function and arguments hoisted into local variables (the fastest form).
 DIRECT = {
-    "set_dtype": "f('cpu', bf16)",
-    "floor": "noop()",
-    "enable": "enable('cpu', True)",
-    "disable": "enable('cpu', False)",
-    "is_enabled": "is_enabled('cpu')",
-    "get_dtype": "get_dtype('cpu')",
+    "set_dtype": ("torch.set_autocast_dtype('cpu', torch.bfloat16)", "f('cpu', bf16)"),
+    "enable": ("torch.set_autocast_enabled('cpu', True)", "enable('cpu', True)"),
+    "disable": ("torch.set_autocast_enabled('cpu', False)", "enable('cpu', False)"),
+    "is_enabled": ("torch.is_autocast_enabled('cpu')", "is_enabled('cpu')"),
+    "get_dtype": ("torch.get_autocast_dtype('cpu')", "get_dtype('cpu')"),
+    "floor": ("bool()", "noop()"),
 }
 SETUP = ("f = torch.set_autocast_dtype; bf16 = torch.bfloat16; noop = bool;"
          "enable = torch.set_autocast_enabled; is_enabled = torch.is_autocast_enabled;"
          "get_dtype = torch.get_autocast_dtype")
-def direct(name, n):
-    """ns per call of the baseline `name`."""
-    timer = timeit.Timer(DIRECT[name], SETUP, globals={"torch": torch})
+def direct(name, form, n):
+    """ns per call of the baseline `name`, as written (0) or hoisted (1)."""
+    timer = timeit.Timer(DIRECT[name][int(form)], SETUP, globals={"torch": torch})
     return timer.timeit(int(n)) / int(n) * 1e9
 
 torch.manual_seed(0)
@@ -80,7 +81,8 @@ for {set round 0} {$round < $rounds} {incr round} {
     foreach {name baseline script} $commands {
         puts "cmd:$name [tcl_loop $script $calls]"
         puts "noop:$name [tcl_loop "noop [lrange $script 1 end]" $calls]"
-        puts "py:$name [py call direct $baseline $calls]"
+        puts "py:$name [py call direct $baseline 0 $calls]"
+        puts "pylocal:$name [py call direct $baseline 1 $calls]"
     }
     flush stdout
 }

@@ -15,7 +15,7 @@
  * Everything that is policy (argument parsing, the torch:: commands, error
  * texts) lives in Python.  This file only converts values, moves errors
  * across with their details, manages the GIL, and runs command "plans"
- * (see planned_command) so that repeated calls need no Python parsing.
+ * (see python_command) so that repeated calls need no Python parsing.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -40,7 +40,7 @@ typedef int Tcl_Size;
 
 /* Set once by tclamp/__init__.py through configure(). */
 static PyObject *TclErrorType;  /* tclamp.TclError(result, errorcode, errorinfo) */
-static PyObject *describe_error;/* exc -> (message, errorcode, errorinfo|None) */
+static PyObject *describe_error;/* exc -> (message, errorcode, errorInfo tail|None) */
 
 static int python_started_here; /* Tcl host: we initialized Python */
 static int python_finalized;    /* after Tcl's exit handler ran */
