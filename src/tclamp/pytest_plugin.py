@@ -45,7 +45,7 @@ def run_tcltest_file(path, timeout=600):
         elif m := SKIPPED.match(line):
             outcomes[m[1]] = ("skipped", m[2])
         elif m := FAILED_END.match(line):
-            outcomes[m[1]] = ("failed", "\n".join(detail or []))
+            outcomes[m[1]] = ("failed", "\n".join(detail or []).strip())
         elif detail is not None:
             detail.append(line)
     return outcomes, proc.stdout + proc.stderr, proc.returncode
