@@ -15,7 +15,7 @@ set scaler [torch::grad_scaler_new -init_scale 1024 -growth_interval 50 -device 
 set batches [py call tiny_model.batch_count]
 
 puts [format "%-6s %-9s %-11s %s" epoch dtype train_loss full_loss]
-puts [format "%-6s %-9s %-11s %s" - float32 - [py call tiny_model.full_loss]]
+puts [format "%-6s %-9s %-11s %.4f" - float32 - [py call tiny_model.full_loss]]
 dict for {epoch dtype} $schedule {
     if {[torch::autocast_get_dtype cpu] ne $dtype} {
         torch::autocast_set_dtype $dtype cpu
@@ -38,7 +38,7 @@ dict for {epoch dtype} $schedule {
         }
         rename $loss {}
     }
-    puts [format "%-6d %-9s %-11.4f %s" $epoch [py call tiny_model.computed_dtype] \
+    puts [format "%-6d %-9s %-11.4f %.4f" $epoch [py call tiny_model.computed_dtype] \
               [expr {$total / $batches}] [py call tiny_model.full_loss]]
 }
 puts "grad scaler scale: [torch::grad_scaler_get_scale $scaler]"
