@@ -55,7 +55,7 @@ class Signature:
             for i in range(0, len(args), 2):
                 if i + 1 == len(args):
                     raise UsageError("MISSING_VALUE", MISSING_VALUE)
-                param = self.by_flag.get(args[i])
+                param = self.by_flag.get(args[i]) if isinstance(args[i], str) else None
                 if param is None:
                     raise self.unknown(args[i])
                 words[param.name] = args[i + 1]
@@ -65,7 +65,8 @@ class Signature:
                 raise UsageError("USAGE", self.usage)
             words = dict(zip(positional, args))
         for param in self.params:
-            if param.required and words.get(param.name) in (None, ""):
+            word = words.get(param.name)    # str, or a handle's object
+            if param.required and (word is None or isinstance(word, str) and word == ""):
                 raise UsageError("MISSING_ARGUMENT", self.missing[named])
         return {p.name: self.value(p, words[p.name]) if p.name in words else p.default
                 for p in self.params}
