@@ -35,14 +35,14 @@ def py_exec(*args):
     """py exec code: run statements in __main__."""
     if len(args) != 1:
         raise _wrong_args("py exec code")
-    exec(args[0], _main_namespace())
+    exec(compile(args[0], "<py exec>", "exec"), _main_namespace())
 
 
 def py_eval(*args):
     """py eval expression: evaluate it in __main__ and return the value."""
     if len(args) != 1:
         raise _wrong_args("py eval expression")
-    return eval(args[0], _main_namespace())
+    return eval(compile(args[0], "<py eval>", "eval"), _main_namespace())
 
 
 def resolve(name):

@@ -1,5 +1,8 @@
 """The errors that cross the bridge, and how a Python exception reads in Tcl."""
+import os
 import traceback
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 class TclError(Exception):
@@ -27,13 +30,23 @@ class UsageError(Exception):
         self.message = message
 
 
+def user_frames(tb):
+    """The traceback's text without tclamp's own outer frames (py eval,
+    py call), which say nothing about the user's code."""
+    frames = traceback.extract_tb(tb)
+    start = 0
+    while start < len(frames) - 1 and frames[start].filename.startswith(PACKAGE_DIR + os.sep):
+        start += 1
+    return "".join(traceback.format_list(frames[start:])).rstrip()
+
+
 def describe_error(exc):
     """(message, errorcode, errorinfo tail or None) for the Tcl error that
     `exc` becomes: the C bridge calls this for every exception it hands to
     Tcl, and Tcl's errorInfo becomes the message followed by the tail."""
     if isinstance(exc, UsageError):
         return exc.message, ("TCLAMP", exc.kind), None
-    frames = "".join(traceback.format_tb(exc.__traceback__)).rstrip()
+    frames = user_frames(exc.__traceback__)
     if isinstance(exc, TclError):
         tail = exc.errorinfo.removeprefix(exc.result)
         if frames:
