@@ -6,7 +6,6 @@ writes it to bench/RESULTS.md with the machine and versions.
 import argparse
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -17,8 +16,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 ENV = dict(os.environ, TCLLIBPATH=str(ROOT / "tcl"), TCLAMP_PYTHON=sys.executable)
-# What `import torch` pulls in here, so the start-ups compare like with like.
-IMPORT_TORCH = "import torch"
 TARGETS = {"set_dtype": 1.5, "enable": 1.5, "disable": 1.5, "is_enabled": 2.0, "get_dtype": 2.0}
 FLOOR = "floor"   # a planned command whose one step is bool(): the bridge alone
 
@@ -44,7 +41,7 @@ def rss_line(program, code):
 
 def startup(rounds):
     tcl = "package require tclamp\nputs [py eval {__import__('resource').getrusage(0).ru_maxrss}]\n"
-    python = f"{IMPORT_TORCH}\nprint(__import__('resource').getrusage(0).ru_maxrss)\n"
+    python = "import torch\nprint(__import__('resource').getrusage(0).ru_maxrss)\n"
     results = defaultdict(list)
     for _ in range(rounds):     # alternate, so both see the same machine
         for name, program, code in (("tclsh", ["tclsh"], tcl), ("python", [sys.executable], python)):
