@@ -894,6 +894,18 @@ python_command_deleted(ClientData cd)
 /* ------------------------------------------------------------------ */
 /* Interp methods                                                       */
 
+/* What an evaluation from Python returns: the result as str, or NULL with
+   tclamp.TclError raised (`return` at the top is a normal end, as in tclsh). */
+static PyObject *
+eval_result(Tcl_Interp *interp, int code)
+{
+    if (code != TCL_OK && code != TCL_RETURN)
+        return raise_tcl_error(interp, code);
+    PyObject *result = str_from_tcl(Tcl_GetObjResult(interp));
+    Tcl_ResetResult(interp);
+    return result;
+}
+
 static PyObject *
 Interp_eval(InterpObject *self, PyObject *script)
 {
@@ -911,13 +923,7 @@ Interp_eval(InterpObject *self, PyObject *script)
     Tcl_Preserve(interp);       /* the script may delete its interpreter */
     WITHOUT_GIL(code = Tcl_EvalObjEx(interp, obj, TCL_EVAL_GLOBAL));
     Tcl_DecrRefCount(obj);
-    PyObject *result;
-    if (code != TCL_OK && code != TCL_RETURN) {
-        result = raise_tcl_error(interp, code);
-    } else {
-        result = str_from_tcl(Tcl_GetObjResult(interp));
-        Tcl_ResetResult(interp);
-    }
+    PyObject *result = eval_result(interp, code);
     Tcl_Release(interp);
     return result;
 }
@@ -946,12 +952,7 @@ Interp_call(InterpObject *self, PyObject *args)
         int code;
         Tcl_Preserve(interp);
         WITHOUT_GIL(code = Tcl_EvalObjv(interp, (int)n, objv, TCL_EVAL_GLOBAL));
-        if (code != TCL_OK && code != TCL_RETURN) {
-            raise_tcl_error(interp, code);
-        } else {
-            result = str_from_tcl(Tcl_GetObjResult(interp));
-            Tcl_ResetResult(interp);
-        }
+        result = eval_result(interp, code);
         Tcl_Release(interp);
     }
     while (made-- > 0)
