@@ -6,15 +6,17 @@ called this code, or in this thread's own in-process interpreter.
 """
 from pathlib import Path
 
-from . import _bridge
-from .bridge import tcl
-from .errors import TclError, UsageError, describe_error
+# Defined before the submodules are imported: errors.py uses it too.
+PACKAGE_DIR = Path(__file__).absolute().parent
+
+from . import _bridge  # noqa: E402
+from .bridge import tcl  # noqa: E402
+from .errors import TclError, UsageError, describe_error  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["Interp", "TclError", "UsageError", "tcl", "__version__"]
 
 Interp = _bridge.Interp
-PACKAGE_DIR = Path(__file__).resolve().parent
 
 _bridge.configure(TclError, describe_error)
 

@@ -36,9 +36,12 @@ class Signature:
     missing: tuple = ("", "")     # a required value absent: (positional, named)
     by_flag: dict = field(init=False, compare=False)
     flag_list: str = field(init=False, compare=False)
+    positional: tuple = field(init=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "by_flag", {f: p for p in self.params for f in p.flags})
+        object.__setattr__(self, "positional",
+                           tuple(p.name for p in self.params if not p.named_only))
         object.__setattr__(self, "flag_list", ", ".join(f for p in self.params for f in p.flags))
 
     def unknown(self, flag):
@@ -60,10 +63,9 @@ class Signature:
                     raise self.unknown(args[i])
                 words[param.name] = args[i + 1]
         else:
-            positional = [p.name for p in self.params if not p.named_only]
-            if len(args) > len(positional):
+            if len(args) > len(self.positional):
                 raise UsageError("USAGE", self.usage)
-            words = dict(zip(positional, args))
+            words = dict(zip(self.positional, args))
         for param in self.params:
             word = words.get(param.name)    # str, or a handle's object
             if param.required and (word is None or isinstance(word, str) and word == ""):
@@ -109,11 +111,14 @@ def tcl_boolean(word):
         return int(word) != 0
 
 
-def positive_float(word):
-    value = float(word)
-    if not value > 0 or value == float("inf"):
-        raise ValueError(word)
-    return value
+def number_between(low, high):
+    """A converter to a number strictly between low and high (NaN is not)."""
+    def convert(word):
+        value = float(word)
+        if not low < value < high:
+            raise ValueError(word)
+        return value
+    return convert
 
 
 def positive_int(word):

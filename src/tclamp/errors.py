@@ -2,7 +2,7 @@
 import os
 import traceback
 
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+from . import PACKAGE_DIR
 
 
 class TclError(Exception):
@@ -35,7 +35,7 @@ def user_frames(tb):
     py call), which say nothing about the user's code."""
     frames = traceback.extract_tb(tb)
     start = 0
-    while start < len(frames) - 1 and frames[start].filename.startswith(PACKAGE_DIR + os.sep):
+    while start < len(frames) - 1 and frames[start].filename.startswith(f"{PACKAGE_DIR}{os.sep}"):
         start += 1
     return "".join(traceback.format_list(frames[start:])).rstrip()
 

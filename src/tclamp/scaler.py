@@ -7,7 +7,7 @@ a second step() before update() and checks the growth/backoff bounds.
 import torch
 
 from . import _bridge
-from .arguments import Command, Param, Signature, positive_float, positive_int, tcl_boolean
+from .arguments import Command, Param, Signature, number_between, positive_int, tcl_boolean
 from .autocast import DEVICES, INVALID_DEVICE
 from .errors import UsageError
 
@@ -25,20 +25,6 @@ def handle_of(kind, expected):
     return check
 
 
-def growth_factor(word):
-    value = float(word)
-    if not 1.0 < value < float("inf"):
-        raise ValueError(word)
-    return value
-
-
-def backoff_factor(word):
-    value = float(word)
-    if not 0.0 < value < 1.0:
-        raise ValueError(word)
-    return value
-
-
 def default_device():
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -52,6 +38,7 @@ OPTIMIZER = Param("optimizer", ("-optimizer",),
                   convert=handle_of("optimizer", torch.optim.Optimizer))
 TENSOR = Param("tensor", ("-tensor",), convert=handle_of("tensor", torch.Tensor))
 MISSING_HANDLES = "Missing required parameter: {}"
+POSITIVE = number_between(0.0, float("inf"))
 
 
 def handles_signature(command, *params):
@@ -86,24 +73,20 @@ def plan_get_scale(scaler):
     return ((scaler.get_scale, ()),), None, False
 
 
-def release_all(scaler):
-    _bridge.current().release(scaler)
-
-
 def plan_free(scaler):
-    return ((release_all, (scaler,)),), "scaler freed", False
+    return ((_bridge.current().release, (scaler,)),), "scaler freed", False
 
 
 COMMANDS = (
     Command("grad_scaler_new", "gradScalerNew",
             Signature((Param("init_scale", flags("init_scale", "initScale"), 65536.0,
-                             convert=positive_float,
+                             convert=POSITIVE,
                              invalid="Invalid init_scale: must be a positive number"),
                        Param("growth_factor", flags("growth_factor", "growthFactor"), 2.0,
-                             convert=growth_factor,
+                             convert=number_between(1.0, float("inf")),
                              invalid="Invalid growth_factor: must be a number greater than 1"),
                        Param("backoff_factor", flags("backoff_factor", "backoffFactor"), 0.5,
-                             convert=backoff_factor,
+                             convert=number_between(0.0, 1.0),
                              invalid="Invalid backoff_factor: must be a number between 0 and 1"),
                        Param("growth_interval", flags("growth_interval", "growthInterval"), 2000,
                              convert=positive_int,
@@ -123,7 +106,7 @@ COMMANDS = (
             handles_signature("grad_scaler_unscale", SCALER, OPTIMIZER), plan_unscale),
     Command("grad_scaler_update", "gradScalerUpdate",
             Signature((SCALER, Param("new_scale", ("-new_scale", "-newScale"), None,
-                                     convert=positive_float,
+                                     convert=POSITIVE,
                                      invalid="Invalid new_scale: must be a positive number")),
                       "Usage: torch::grad_scaler_update scaler [new_scale]",
                       missing=(MISSING_HANDLES.format("scaler"),) * 2),
