@@ -11,19 +11,36 @@ TCL_PKG_DIR ?= $(PREFIX)/lib/tcltk/tclamp
 
 export TCLLIBPATH := $(CURDIR)/tcl
 
-.PHONY: setup system-packages demo test soak bench install-tcl uninstall-tcl clean
+.PHONY: setup system-packages check-thread demo test soak bench install-tcl uninstall-tcl clean
 
-setup: $(SETUP_STAMP) src/tclamp/.built
+# The system check runs every time (it is quick), so a machine that lost a
+# package gets it back even when the Python environment is up to date.
+setup: system-packages $(SETUP_STAMP) src/tclamp/.built
 
-# Tcl's headers, tclsh and the Thread package come from Debian.
+# Tcl's headers, tclsh, the Thread package, and wish with a virtual X
+# server (a test host) come from Debian.  Each check exits non-zero when its
+# thing is missing: `tclsh` reading a pipe exits 0 even after an error, so
+# the Tcl checks say `exit [catch ...]`.
+tcl_has = echo 'exit [catch {package require $(1)}]' | $(2) >/dev/null 2>&1
+MISSING_DEBS = $(strip \
+    $(if $(wildcard /usr/lib/tcl8.6/tclConfig.sh),,tcl8.6 tcl8.6-dev) \
+    $(shell $(call tcl_has,Thread,$(TCLSH)) || echo tcl-thread) \
+    $(shell command -v wish >/dev/null || echo tk8.6) \
+    $(shell command -v Xvfb >/dev/null || echo xvfb))
+
 system-packages:
-	@if ! [ -f /usr/lib/tcl8.6/tclConfig.sh ] || ! echo 'package require Thread' | $(TCLSH) >/dev/null 2>&1; then \
+	@missing='$(MISSING_DEBS)'; if [ -n "$$missing" ]; then \
+	    echo "installing Debian packages: $$missing"; \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tcl8.6 tcl8.6-dev tcl-thread; \
+	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
 	fi
+	@$(call tcl_has,Thread,$(TCLSH)) || { echo "the Tcl Thread package is still missing" >&2; exit 1; }
+
+# Exit status 0 when $(TCLSH) has the Thread package (the tests rely on it).
+check-thread:
+	@$(call tcl_has,Thread,$(TCLSH))
 
 $(SETUP_STAMP): pyproject.toml setup.py
-	@$(MAKE) --no-print-directory system-packages
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check "setuptools>=61" wheel
 	$(PY) -m pip install -q --disable-pip-version-check "$(TORCH_SPEC)" numpy pytest hypothesis pexpect

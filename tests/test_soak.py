@@ -14,10 +14,11 @@ def test_soak(tmp_path):
     seconds = float(os.environ.get("TCLAMP_SOAK_SECONDS", "6"))
     r = run_tclsh(f"set argv {{{seconds} 4}}\nsource {ROOT / 'tests' / 'soak.tcl'}\n",
                   tmp_path, TCLAMP_PYTHON=sys.executable)
-    assert r.returncode == 0, r.stderr[-3000:]
+    report = f"exit {r.returncode}\nstderr:\n{r.stderr[-3000:]}\nstdout:\n{r.stdout[-2000:]}"
+    assert r.returncode == 0 and r.stderr == "", report
     lines = r.stdout.splitlines()
     workers = [line.split(maxsplit=1)[1] for line in lines if line.startswith("worker ")]
-    assert len(workers) == 4
+    assert len(workers) == 4, report
     for worker in workers:
         rounds, errorcode = worker.rsplit(" ", 1)
         assert errorcode == "NONE", worker
