@@ -9,8 +9,10 @@ from pathlib import Path
 # Defined before the submodules are imported: errors.py uses it too.
 PACKAGE_DIR = Path(__file__).absolute().parent
 
+import atexit  # noqa: E402
+
 from . import _bridge  # noqa: E402
-from .bridge import tcl  # noqa: E402
+from .bridge import SHUTDOWN_STEPS, tcl  # noqa: E402
 from .errors import TclError, UsageError, describe_error  # noqa: E402
 
 __version__ = "0.1.0"
@@ -18,7 +20,8 @@ __all__ = ["Interp", "TclError", "UsageError", "tcl", "__version__"]
 
 Interp = _bridge.Interp
 
-_bridge.configure(TclError, describe_error)
+_bridge.configure(TclError, describe_error, SHUTDOWN_STEPS)
+atexit.register(_bridge.at_python_exit)
 
 
 def _attach(interp):

@@ -11,22 +11,46 @@
  *                interpreter to tclamp._attach, which registers the commands.
  *   Python host: `import tclamp` loads this file as a module; Interp() loads
  *                libtcl, creates an interpreter and attaches it the same way.
+ *                Python may also be running already when Tcl loads us (a
+ *                program using tkinter, an application embedding both).
  *
  * Everything that is policy (argument parsing, the torch:: commands, error
- * texts) lives in Python.  This file only converts values, moves errors
- * across with their details, manages the GIL, and runs command "plans"
- * (see python_command) so that repeated calls need no Python parsing.
+ * texts) lives in Python.  This file converts values, moves errors across
+ * with their details, manages the GIL and the lifetimes of Python, threads,
+ * interpreters and handles, and runs command "plans" (see python_command).
+ *
+ * Lifetimes, the rules everything below keeps:
+ *   - One Python per process, started by exactly one thread (lifecycle_lock).
+ *   - A thread enters Python with the thread state it parked on the way out
+ *     (the fast path), or else through PyGILState, which also serves threads
+ *     that Python itself made.  A Tcl thread new to Python gets a state of its
+ *     own, deleted when the thread ends, unless Python frames are still live
+ *     on it (thread::exit under Python): then it is abandoned, never freed.
+ *   - Exit, from any thread: handles are released, then Python is finalized
+ *     if no other thread is inside it; otherwise atexit runs and every open
+ *     file is flushed, and the exiting thread keeps the GIL so that no Python
+ *     code runs again.  Exit never waits for another thread.
+ *   - An interpreter's bridge state (InterpState) lives until both Tcl has
+ *     deleted the interpreter and no Python object refers to it; commands
+ *     and handles only borrow it.  A Python-made interpreter is deleted on
+ *     its own thread when its last Python reference goes, once it is idle.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <tcl.h>
 #include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #ifndef TCL_SIZE_MAX            /* Tcl 8.6: sizes are int; Tcl 9 has Tcl_Size */
 typedef int Tcl_Size;
+#  define TCL_SIZE_MAX INT_MAX
 #endif
 
 #if TCL_UTF_MAX > 3             /* Tcl_UniChar is 32 bits (Tcl 9) */
@@ -37,95 +61,277 @@ typedef int Tcl_Size;
 
 #define HANDLE_PREFIX "::py::obj"
 #define MEMO_SLOTS 8            /* remembered argument lists per command */
+#define DELETE_RETRY_MS 10      /* an interpreter still running is deleted later */
 
 /* Set once by tclamp/__init__.py through configure(). */
-static PyObject *TclErrorType;  /* tclamp.TclError(result, errorcode, errorinfo) */
+static PyObject *TclErrorType;  /* tclamp.TclError(result, errorcode, errorinfo, code) */
 static PyObject *describe_error;/* exc -> (message, errorcode, errorInfo tail|None) */
+static PyObject *shutdown_steps;/* (flush_all, other_threads_running, thread_ended) */
 
-static int python_started_here; /* Tcl host: we initialized Python */
-static int python_finalized;    /* after Tcl's exit handler ran */
-static Tcl_ThreadId python_thread;
+/* ------------------------------------------------------------------ */
+/* Python's lifetime in this process                                    */
 
+enum { PY_NOT_STARTED, PY_RUNNING, PY_CLOSED };
+static atomic_int python_state;         /* PY_CLOSED: nobody enters again */
+static atomic_int entries_active;       /* threads inside a Tcl->Python call */
+static atomic_int abandoned_threads;    /* states left with live frames */
+static atomic_int deletions_pending;    /* interpreters waiting to be deleted */
+static int python_started_here;         /* Tcl host: we initialized Python */
+static PyThreadState *first_state;      /* the state Python started with */
+static int tcl_finalizing;              /* Tcl's exit handlers are running */
+
+/* Start and close, one thread at a time.  (Not a Tcl_Mutex: tcl.h makes
+   those no-ops unless the includer defines TCL_THREADS.) */
+static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct InterpState InterpState;
 typedef struct InterpObject InterpObject;
 
 /*
  * Each thread's place in the bridge.  `parked` is the Python thread state
  * the thread set aside (releasing the GIL) when it went from Python into
- * Tcl, or when it attached to Python from Tcl; NULL while the thread runs
- * Python.  Entering Python from Tcl takes it back, leaving parks it again:
- * one GIL hand-off each way and no lookups.
+ * Tcl; NULL while it runs Python or holds no state of ours.  `own` is the
+ * state tclamp made for a Tcl thread (NULL for Python's own threads).
  */
 typedef struct {
     PyThreadState *parked;
-    InterpObject *current;      /* innermost interpreter calling Python */
+    PyThreadState *own;
+    InterpState *current;       /* innermost interpreter calling Python */
     int depth;                  /* Tcl->Python entries in progress */
-    unsigned long generation;   /* remembered plans are valid for this one */
+    int known;                  /* thread exit handler registered */
+    int ending_normally;        /* the thread's own end, not thread::exit */
+    PyObject *new_handles;      /* handles made by the conversion under way */
 } ThreadBridge;
 static _Thread_local ThreadBridge here;
 
-/* Runs Tcl code from Python with the GIL released. */
-#define WITHOUT_GIL(statement) do {                 \
-        here.parked = PyEval_SaveThread();          \
-        statement;                                  \
-        PyEval_RestoreThread(here.parked);          \
-        here.parked = NULL;                         \
-    } while (0)
+static void thread_exit_handler(ClientData unused);
+
+static int
+python_usable(void)
+{
+    return atomic_load_explicit(&python_state, memory_order_seq_cst) == PY_RUNNING;
+}
 
 /* ------------------------------------------------------------------ */
 /* Entering Python from Tcl                                             */
 
 typedef struct {
     PyThreadState *restored;    /* parked state we took back, if any */
-    InterpObject *saved;
+    int ensured;                /* took the GIL through PyGILState */
+    PyGILState_STATE gil;
+    InterpState *saved;
 } Entry;
 
+static void state_hold(InterpState *s);
+static void state_unhold(InterpState *s);
+
+/* First contact of a thread: remember to clean up at its end, and give a
+   pure Tcl thread a Python thread state of its own (taking the GIL). */
 static void
-enter(Entry *e, InterpObject *owner)
+first_contact(ThreadBridge *t, Entry *e)
+{
+    t->known = 1;
+    Tcl_CreateThreadExitHandler(thread_exit_handler, NULL);
+    if (PyGILState_GetThisThreadState() != NULL)
+        return;                 /* one of Python's threads */
+    PyGILState_Ensure();        /* creates the state, takes the GIL; kept */
+    t->own = PyThreadState_Get();
+    e->restored = t->own;       /* leave() parks it */
+}
+
+/* Takes the GIL for this thread; returns -1 (a Tcl error in `interp` if
+   given) when Python is no longer there to enter. */
+static int
+enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
 {
     ThreadBridge *t = &here;
-    e->restored = t->parked;
+    /* Counted before the check: the closing thread reads the count after
+       marking Python closed, so it either sees us or we see the mark. */
+    if (t->depth == 0)
+        atomic_fetch_add(&entries_active, 1);
+    if (!python_usable()) {
+        if (t->depth == 0)
+            atomic_fetch_sub(&entries_active, 1);
+        if (interp != NULL) {
+            Tcl_SetObjResult(interp, Tcl_NewStringObj("Python has been finalized", -1));
+            Tcl_SetErrorCode(interp, "TCLAMP", "FINALIZED", NULL);
+        }
+        return -1;
+    }
+    e->restored = NULL;
+    e->ensured = 0;
     if (t->parked != NULL) {
+        e->restored = t->parked;
         t->parked = NULL;
         PyEval_RestoreThread(e->restored);
+    } else {
+        if (!t->known)
+            first_contact(t, e);
+        if (e->restored == NULL) {
+            e->gil = PyGILState_Ensure();
+            e->ensured = 1;
+        }
     }
     e->saved = t->current;
     t->current = owner;
     t->depth++;
+    if (owner != NULL)
+        state_hold(owner);
+    return 0;
 }
 
 static void
 leave(Entry *e)
 {
     ThreadBridge *t = &here;
+    if (t->current != NULL)
+        state_unhold(t->current);
     t->depth--;
     t->current = e->saved;
     if (e->restored != NULL)
         t->parked = PyEval_SaveThread();
+    else if (e->ensured)
+        PyGILState_Release(e->gil);
+    if (t->depth == 0)
+        atomic_fetch_sub(&entries_active, 1);
+}
+
+/* Runs Tcl code from Python with the GIL released. */
+#define WITHOUT_GIL(statement) do {                 \
+        PyThreadState *saved_ = here.parked;        \
+        here.parked = PyEval_SaveThread();          \
+        statement;                                  \
+        PyEval_RestoreThread(here.parked);          \
+        here.parked = saved_;                       \
+    } while (0)
+
+/* Tcl's stdout is buffered and Python's (when Tcl hosts) is not: writing
+   out what Tcl holds before Python runs keeps the two in order. */
+static void
+flush_tcl_stdout(void)
+{
+    Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT);
+    if (out != NULL && Tcl_OutputBuffered(out) > 0)
+        Tcl_Flush(out);
 }
 
 /* ------------------------------------------------------------------ */
-/* The Interp type: a Tcl interpreter as seen from Python              */
+/* Shared lifecycle of command records: a record outlives a deletion that
+   happens while it runs (a method that releases its own handle): `busy`
+   counts running calls, and the last one out frees what `deleted` marked. */
+
+typedef struct Lifetime {
+    int busy, deleted;
+    void (*free)(struct Lifetime *);
+} Lifetime;
+
+static void
+lifetime_enter(Lifetime *l)
+{
+    l->busy++;
+}
+
+static void
+lifetime_leave(Lifetime *l)
+{
+    if (--l->busy == 0 && l->deleted)
+        l->free(l);
+}
+
+static void
+lifetime_delete(Lifetime *l)
+{
+    l->deleted = 1;
+    if (l->busy == 0)
+        l->free(l);
+}
+
+/* ------------------------------------------------------------------ */
+/* Interpreters                                                         */
+
+struct InterpState {
+    Tcl_Interp *interp;         /* NULL once Tcl deleted it */
+    Tcl_ThreadId thread;        /* Tcl interpreters are bound to one thread */
+    int python_owned;           /* made by Interp(): deleted with its object */
+    int refs;                   /* the interpreter, its commands and handles, the object */
+    int busy;                   /* Tcl<->Python calls in progress */
+    int delete_requested;       /* the Python object went; delete when idle */
+    PyObject *handles;          /* "::py::objN" -> object (the one reference) */
+    PyObject *by_object;        /* id(object) -> name: one handle per object */
+    InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
+    InterpState *prev, *next;   /* every state, for exit and cross-thread work */
+};
 
 struct InterpObject {
     PyObject_HEAD
-    Tcl_Interp *interp;         /* NULL once Tcl deleted it */
-    Tcl_ThreadId thread;        /* Tcl interpreters are bound to one thread */
-    int python_owned;           /* created by Interp(): deleted with us */
-    PyObject *handles;          /* "::py::objN" -> object */
-    unsigned long next_handle;
+    InterpState *state;
 };
 
 static PyTypeObject InterpType;
 static PyTypeObject OutcomeType;
+static InterpState *all_states;         /* guarded by the GIL */
+
+static InterpState *
+state_new(Tcl_Interp *interp, int python_owned)
+{
+    InterpState *s = (InterpState *)PyMem_Calloc(1, sizeof(InterpState));
+    if (s == NULL)
+        return (InterpState *)PyErr_NoMemory();
+    s->handles = PyDict_New();
+    s->by_object = PyDict_New();
+    if (s->handles == NULL || s->by_object == NULL) {
+        Py_XDECREF(s->handles);
+        Py_XDECREF(s->by_object);
+        PyMem_Free(s);
+        return NULL;
+    }
+    s->interp = interp;
+    s->thread = Tcl_GetCurrentThread();
+    s->python_owned = python_owned;
+    s->refs = 1;                /* the interpreter's own */
+    s->next = all_states;
+    if (all_states)
+        all_states->prev = s;
+    all_states = s;
+    return s;
+}
+
+/* Drops one reference; the last frees the state.  Needs the GIL. */
+static void
+state_decref(InterpState *s)
+{
+    if (--s->refs > 0)
+        return;
+    if (s->prev) s->prev->next = s->next; else all_states = s->next;
+    if (s->next) s->next->prev = s->prev;
+    Py_CLEAR(s->handles);
+    Py_CLEAR(s->by_object);
+    PyMem_Free(s);
+}
+
+static void
+state_hold(InterpState *s)
+{
+    s->busy++;
+}
+
+static void request_delete(InterpState *s);
+
+static void
+state_unhold(InterpState *s)
+{
+    if (--s->busy == 0 && s->delete_requested && s->interp != NULL)
+        request_delete(s);
+}
 
 static int
-check_usable(InterpObject *self)
+check_usable(InterpState *s)
 {
-    if (self->interp == NULL) {
+    if (s == NULL || s->interp == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "the Tcl interpreter has been deleted");
         return -1;
     }
-    if (self->thread != Tcl_GetCurrentThread()) {
+    if (s->thread != Tcl_GetCurrentThread()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "a Tcl interpreter can only be used from the thread that created it");
         return -1;
@@ -133,8 +339,85 @@ check_usable(InterpObject *self)
     return 0;
 }
 
+/* The interpreter is deleted now if that is safe, else when it is next
+   idle on its own thread (Tcl forbids deleting an interpreter that runs). */
+static void
+delete_later(ClientData cd)
+{
+    InterpState *s = cd;
+    Entry e;
+    if (enter(&e, NULL, NULL) < 0)
+        return;
+    request_delete(s);
+    state_decref(s);            /* the timer's reference */
+    leave(&e);
+}
+
+static void
+request_delete(InterpState *s)
+{
+    if (s->interp == NULL)
+        return;
+    if (s->thread != Tcl_GetCurrentThread()) {
+        if (!s->delete_requested) {
+            s->delete_requested = 1;
+            atomic_fetch_add(&deletions_pending, 1);
+        }
+        return;                 /* its own thread does it (run_pending_deletions) */
+    }
+    if (s->busy > 0 || Tcl_InterpActive(s->interp)) {
+        if (!s->delete_requested) {
+            s->delete_requested = 1;
+            atomic_fetch_add(&deletions_pending, 1);
+        }
+        if (s->busy == 0) {     /* running from an event: try again soon */
+            s->refs++;
+            Tcl_CreateTimerHandler(DELETE_RETRY_MS, delete_later, s);
+        }
+        return;
+    }
+    if (s->delete_requested) {
+        s->delete_requested = 0;
+        atomic_fetch_sub(&deletions_pending, 1);
+    }
+    Tcl_DeleteInterp(s->interp);
+}
+
+/* Deletes this thread's interpreters that were left to it (their last
+   Python reference went in another thread, or while they ran). */
+static void
+run_pending_deletions(void)
+{
+    if (atomic_load_explicit(&deletions_pending, memory_order_relaxed) == 0)
+        return;
+    Tcl_ThreadId me = Tcl_GetCurrentThread();
+    int again = 1;
+    while (again) {
+        again = 0;
+        for (InterpState *s = all_states; s != NULL; s = s->next) {
+            if (s->delete_requested && s->interp != NULL && s->thread == me
+                    && s->busy == 0 && !Tcl_InterpActive(s->interp)) {
+                request_delete(s);      /* changes the list: start over */
+                again = 1;
+                break;
+            }
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* Value conversion                                                     */
+
+static int
+check_tcl_size(Py_ssize_t n, const char *what)
+{
+    if (n > (Py_ssize_t)TCL_SIZE_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s too large for Tcl: %zd (the limit is %zd)",
+                     what, n, (Py_ssize_t)TCL_SIZE_MAX);
+        return -1;
+    }
+    return 0;
+}
 
 static PyObject *
 str_from_tcl(Tcl_Obj *obj)
@@ -158,12 +441,19 @@ str_from_tcl(Tcl_Obj *obj)
 static Tcl_Obj *
 tcl_from_str(PyObject *s)
 {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
     if (PyUnicode_IS_ASCII(s)) {
-        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
         const char *data = (const char *)PyUnicode_DATA(s);
-        if (memchr(data, 0, len) == NULL)
+        if (memchr(data, 0, len) == NULL) {
+            if (check_tcl_size(len, "a string of this length") < 0)
+                return NULL;
             return Tcl_NewStringObj(data, (Tcl_Size)len);
+        }
     }
+    /* Each code unit can take up to three bytes of Tcl's UTF-8. */
+    if (check_tcl_size(len > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : len * 3,
+                       "a string of this length (in Tcl's UTF-8)") < 0)
+        return NULL;
     PyObject *units = PyUnicode_AsEncodedString(s, UNICHAR_CODEC, "surrogatepass");
     if (units == NULL)
         return NULL;
@@ -173,7 +463,7 @@ tcl_from_str(PyObject *s)
     return obj;
 }
 
-static Tcl_Obj *make_handle(InterpObject *owner, PyObject *value);
+static Tcl_Obj *make_handle(InterpState *owner, PyObject *value);
 
 /* Frees a Tcl value nobody holds yet (refcount 0); NULL is fine. */
 static void
@@ -185,9 +475,66 @@ discard(Tcl_Obj *obj)
     }
 }
 
+/* An int too long for Python's decimal conversion limit: Tcl reads it in
+   hexadecimal (no limit) and writes its own decimal digits. */
+static Tcl_Obj *
+big_int_to_tcl(InterpState *owner, PyObject *v)
+{
+    PyObject *hex = PyNumber_ToBase(v, 16);
+    if (hex == NULL)
+        return NULL;
+    Tcl_Obj *text = tcl_from_str(hex), *value = NULL;
+    Py_DECREF(hex);
+    if (text == NULL)
+        return NULL;
+    Tcl_IncrRefCount(text);
+    if (owner == NULL || owner->interp == NULL
+            || Tcl_ExprObj(owner->interp, text, &value) != TCL_OK) {
+        if (owner && owner->interp)
+            Tcl_ResetResult(owner->interp);
+        PyErr_SetString(PyExc_ValueError, "this int cannot become a Tcl integer");
+        value = NULL;
+    }
+    Tcl_DecrRefCount(text);
+    if (value == NULL)
+        return NULL;
+    Tcl_Obj *result = Tcl_DuplicateObj(value);     /* unshared, refcount 0 */
+    Tcl_DecrRefCount(value);
+    return result;
+}
+
+static Tcl_Obj *to_tcl(InterpState *owner, PyObject *v);
+
+static Tcl_Obj *
+dict_to_tcl(InterpState *owner, PyObject *v)
+{
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    Tcl_Obj *result = Tcl_NewDictObj();
+    Tcl_Size size = 0, grown;
+    while (PyDict_Next(v, &pos, &key, &value)) {
+        Tcl_Obj *k = to_tcl(owner, key), *x = k ? to_tcl(owner, value) : NULL;
+        if (x == NULL) {
+            discard(k);
+            discard(result);
+            return NULL;
+        }
+        Tcl_DictObjPut(NULL, result, k, x);
+        Tcl_DictObjSize(NULL, result, &grown);
+        if (grown == size) {    /* 1 and '1' are one Tcl key */
+            PyErr_Format(PyExc_ValueError,
+                         "two keys of the dict are the same Tcl key \"%s\"", Tcl_GetString(k));
+            discard(result);
+            return NULL;
+        }
+        size = grown;
+    }
+    return result;
+}
+
 /* A Python value as a new (refcount 0) Tcl value, or NULL with a Python error. */
 static Tcl_Obj *
-to_tcl(InterpObject *owner, PyObject *v)
+to_tcl(InterpState *owner, PyObject *v)
 {
     if (v == Py_None)
         return Tcl_NewObj();
@@ -200,8 +547,12 @@ to_tcl(InterpObject *owner, PyObject *v)
             return Tcl_NewWideIntObj((Tcl_WideInt)x);
         PyErr_Clear();
         PyObject *digits = PyLong_Type.tp_repr(v);   /* decimal, any size */
-        if (digits == NULL)
-            return NULL;
+        if (digits == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_ValueError))
+                return NULL;
+            PyErr_Clear();          /* past Python's digit limit */
+            return big_int_to_tcl(owner, v);
+        }
         Tcl_Obj *obj = tcl_from_str(digits);
         Py_DECREF(digits);
         return obj;
@@ -210,31 +561,22 @@ to_tcl(InterpObject *owner, PyObject *v)
         return Tcl_NewDoubleObj(PyFloat_AS_DOUBLE(v));
     if (PyUnicode_Check(v))
         return tcl_from_str(v);
-    if (PyBytes_Check(v))
+    if (PyBytes_Check(v)) {
+        if (check_tcl_size(PyBytes_GET_SIZE(v), "a bytes object of this length") < 0)
+            return NULL;
         return Tcl_NewByteArrayObj((const unsigned char *)PyBytes_AS_STRING(v),
                                    (Tcl_Size)PyBytes_GET_SIZE(v));
+    }
     if (PyList_Check(v) || PyTuple_Check(v) || PyDict_Check(v)) {
         if (Py_EnterRecursiveCall(" while converting a Python value to Tcl"))
             return NULL;
         Tcl_Obj *result = NULL;
         if (PyDict_Check(v)) {
-            Py_ssize_t pos = 0;
-            PyObject *key, *value;
-            result = Tcl_NewDictObj();
-            while (PyDict_Next(v, &pos, &key, &value)) {
-                Tcl_Obj *k = to_tcl(owner, key), *x = k ? to_tcl(owner, value) : NULL;
-                if (x == NULL) {
-                    discard(k);
-                    discard(result);
-                    result = NULL;
-                    break;
-                }
-                Tcl_DictObjPut(NULL, result, k, x);
-            }
+            result = dict_to_tcl(owner, v);
         } else {
             PyObject *seq = PySequence_Fast(v, "");
-            if (seq != NULL) {
-                Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+            Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
+            if (seq != NULL && check_tcl_size(n, "a list of this length") == 0) {
                 result = Tcl_NewListObj(0, NULL);
                 for (Py_ssize_t i = 0; i < n; i++) {
                     Tcl_Obj *item = to_tcl(owner, PySequence_Fast_GET_ITEM(seq, i));
@@ -245,8 +587,8 @@ to_tcl(InterpObject *owner, PyObject *v)
                     }
                     Tcl_ListObjAppendElement(NULL, result, item);
                 }
-                Py_DECREF(seq);
             }
+            Py_XDECREF(seq);
         }
         Py_LeaveRecursiveCall();
         return result;
@@ -254,24 +596,82 @@ to_tcl(InterpObject *owner, PyObject *v)
     return make_handle(owner, v);
 }
 
+static void delete_handles_named(InterpState *owner, PyObject *names);
+
+/* to_tcl for a whole result: if it fails partway, the handles it made for
+   the part already converted go again, so nothing is left behind. */
+static Tcl_Obj *
+result_to_tcl(InterpState *owner, PyObject *v)
+{
+    PyObject *outer = here.new_handles;
+    here.new_handles = NULL;
+    Tcl_Obj *obj = to_tcl(owner, v);
+    PyObject *made = here.new_handles;
+    here.new_handles = outer;
+    if (made != NULL) {
+        if (obj == NULL) {
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            delete_handles_named(owner, made);
+            PyErr_Restore(type, value, tb);
+        } else if (outer != NULL && PyList_SetSlice(outer, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, made) < 0) {
+            PyErr_Clear();
+        }
+        Py_DECREF(made);
+    }
+    return obj;
+}
+
+static int
+is_handle_name(const char *s, Tcl_Size len)
+{
+    const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
+    if (len <= prefix || memcmp(s, HANDLE_PREFIX, prefix) != 0)
+        return 0;
+    for (Tcl_Size i = prefix; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    }
+    return 1;
+}
+
+/* A name of the handle form that this interpreter does not hold: where it
+   belongs, for a clear error (handle names are unique in the process). */
+static PyObject *
+foreign_handle_error(PyObject *key)
+{
+    for (InterpState *s = all_states; s != NULL; s = s->next) {
+        if (s->handles != NULL && PyDict_Contains(s->handles, key) == 1) {
+            PyErr_Format(PyExc_ValueError,
+                         "py object handle \"%U\" belongs to another interpreter", key);
+            return NULL;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "py object handle \"%U\" has been released", key);
+    return NULL;
+}
+
 /* A Tcl argument for Python: the object if it names a live handle, else str. */
 static PyObject *
-arg_to_python(InterpObject *owner, Tcl_Obj *obj, int *is_handle)
+arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
 {
     Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
     if (len > (Tcl_Size)sizeof(HANDLE_PREFIX) - 1
             && memcmp(s, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1) == 0
-            && owner->handles != NULL) {
+            && owner != NULL && owner->handles != NULL) {
         PyObject *key = PyUnicode_FromStringAndSize(s, len);
         if (key == NULL)
             return NULL;
         PyObject *found = PyDict_GetItemWithError(owner->handles, key);
-        Py_DECREF(key);
         if (found != NULL) {
+            Py_DECREF(key);
             if (is_handle) *is_handle = 1;
             return Py_NewRef(found);
         }
+        if (!PyErr_Occurred() && is_handle_name(s, len))
+            foreign_handle_error(key);
+        Py_DECREF(key);
         if (PyErr_Occurred())
             return NULL;
     }
@@ -279,7 +679,7 @@ arg_to_python(InterpObject *owner, Tcl_Obj *obj, int *is_handle)
 }
 
 static PyObject *
-args_to_python(InterpObject *owner, int objc, Tcl_Obj *const objv[], int *any_handle)
+args_to_python(InterpState *owner, int objc, Tcl_Obj *const objv[], int *any_handle)
 {
     PyObject *args = PyTuple_New(objc);
     if (args == NULL)
@@ -298,43 +698,62 @@ args_to_python(InterpObject *owner, int objc, Tcl_Obj *const objv[], int *any_ha
 /* ------------------------------------------------------------------ */
 /* Errors, both ways                                                    */
 
-static Tcl_Obj *
-attr_to_tcl(PyObject *obj, const char *name)
+static int
+python_exception_is(PyObject *value, PyObject *type)
 {
-    PyObject *attr = PyObject_GetAttrString(obj, name);
-    Tcl_Obj *result = (attr && PyUnicode_Check(attr)) ? tcl_from_str(attr) : NULL;
-    Py_XDECREF(attr);
-    PyErr_Clear();
-    return result;
+    return value != NULL && type != NULL && PyObject_IsInstance(value, type) == 1;
 }
 
+/* What C can say about an exception without running Python code: used
+   when describe_error itself fails (at Python's recursion limit, say).
+   A TclError keeps its own text and errorCode; anything else is its type. */
 static void
 describe_in_c(PyObject *value, Tcl_Obj **message, Tcl_Obj **code)
 {
-    if (value != NULL && TclErrorType != NULL && PyObject_IsInstance(value, TclErrorType) == 1) {
-        *message = attr_to_tcl(value, "result");
-        *code = attr_to_tcl(value, "errorcode");
+    *message = *code = NULL;
+    if (python_exception_is(value, TclErrorType)) {
+        PyObject *result = PyObject_GetAttrString(value, "result");
+        PyObject *errorcode = result ? PyObject_GetAttrString(value, "errorcode") : NULL;
+        if (errorcode && PyUnicode_Check(result) && PyUnicode_Check(errorcode)) {
+            *message = tcl_from_str(result);
+            *code = tcl_from_str(errorcode);
+        }
+        Py_XDECREF(result);
+        Py_XDECREF(errorcode);
     }
     PyErr_Clear();
     if (*message == NULL || *code == NULL) {
-        const char *type = value ? Py_TYPE(value)->tp_name : "Exception";
-        PyObject *text = value ? PyObject_Str(value) : NULL;
-        const char *utf8 = text ? PyUnicode_AsUTF8(text) : NULL;
-        PyErr_Clear();
         discard(*message);
         discard(*code);
-        *message = utf8 && *utf8 ? Tcl_ObjPrintf("%s: %s", type, utf8) : Tcl_NewStringObj(type, -1);
+        const char *type = value ? Py_TYPE(value)->tp_name : "Exception";
+        *message = Tcl_NewStringObj(type, -1);
         *code = Tcl_NewListObj(0, NULL);
         Tcl_ListObjAppendElement(NULL, *code, Tcl_NewStringObj("PYTHON", -1));
         Tcl_ListObjAppendElement(NULL, *code, Tcl_NewStringObj(type, -1));
-        Tcl_ListObjAppendElement(NULL, *code, Tcl_NewStringObj(utf8 ? utf8 : "", -1));
-        Py_XDECREF(text);
     }
 }
 
-/* The pending Python exception becomes the Tcl error; returns TCL_ERROR. */
+/* A TclError's Tcl return code (break, continue, a custom code): it ends
+   the command the same way when the error travels back into Tcl. */
 static int
-report_python_error(InterpObject *owner, Tcl_Interp *interp)
+tcl_error_code(PyObject *value)
+{
+    int code = TCL_ERROR;
+    if (python_exception_is(value, TclErrorType)) {
+        PyObject *attr = PyObject_GetAttrString(value, "code");
+        long n = attr && PyLong_Check(attr) ? PyLong_AsLong(attr) : TCL_ERROR;
+        if (n != TCL_OK && n >= INT_MIN && n <= INT_MAX)
+            code = (int)n;
+        Py_XDECREF(attr);
+    }
+    PyErr_Clear();
+    return code;
+}
+
+/* The pending Python exception becomes the Tcl outcome (an error, or the
+   code a TclError carries); returns that code. */
+static int
+report_python_error(InterpState *owner, Tcl_Interp *interp)
 {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
@@ -357,19 +776,24 @@ report_python_error(InterpObject *owner, Tcl_Interp *interp)
     Py_XDECREF(desc);
     PyErr_Clear();
     if (message == NULL || code == NULL) {
-        /* Describing failed too (at Python's recursion limit, say): what C
-           can read without running Python code will do. */
         discard(message);
+        discard(code);
         discard(info);
-        message = code = info = NULL;
+        info = NULL;
         describe_in_c(value, &message, &code);
     }
+    int rc = tcl_error_code(value);
     Py_XDECREF(value);
     Tcl_SetObjResult(interp, message);
-    Tcl_SetObjErrorCode(interp, code);
-    if (info)                       /* errorInfo starts with the message */
-        Tcl_AppendObjToErrorInfo(interp, info);
-    return TCL_ERROR;
+    if (rc == TCL_ERROR) {
+        Tcl_SetObjErrorCode(interp, code);
+        if (info)                   /* errorInfo starts with the message */
+            Tcl_AppendObjToErrorInfo(interp, info);
+    } else {
+        discard(code);
+        discard(info);
+    }
+    return rc;
 }
 
 static PyObject *
@@ -382,24 +806,53 @@ dict_str(Tcl_Obj *dict, const char *key)
     return v ? str_from_tcl(v) : PyUnicode_FromString("");
 }
 
-/* The interpreter's error (code != OK) becomes tclamp.TclError; returns NULL. */
+/* How a script run from Python ended, as Tcl ends a script at level 0:
+   `return` counts down its -level and then ends with its -code. */
+static int
+effective_code(Tcl_Interp *interp, int code)
+{
+    if (code != TCL_RETURN)
+        return code;
+    Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
+    Tcl_IncrRefCount(options);
+    Tcl_Obj *key = Tcl_NewStringObj("-level", -1), *value = NULL;
+    int level = 1, inner = TCL_OK;
+    Tcl_IncrRefCount(key);
+    if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL)
+        Tcl_GetIntFromObj(NULL, value, &level);
+    Tcl_SetStringObj(key, "-code", -1);
+    value = NULL;
+    if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL)
+        Tcl_GetIntFromObj(NULL, value, &inner);
+    Tcl_DecrRefCount(key);
+    Tcl_DecrRefCount(options);
+    return level <= 1 ? inner : TCL_RETURN;
+}
+
+/* The interpreter's outcome `code` (not OK) becomes tclamp.TclError with
+   the code it carries; returns NULL. */
 static PyObject *
 raise_tcl_error(Tcl_Interp *interp, int code)
 {
+    Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
+    Tcl_IncrRefCount(options);
     if (code == TCL_BREAK || code == TCL_CONTINUE) {
         Tcl_SetObjResult(interp, Tcl_ObjPrintf("invoked \"%s\" outside of a loop",
                                                code == TCL_BREAK ? "break" : "continue"));
-        code = TCL_ERROR;
+    } else if (code == TCL_RETURN) {
+        Tcl_SetObjResult(interp, Tcl_NewStringObj("invoked \"return\" outside of a proc", -1));
+    } else if (code != TCL_ERROR) {
+        Tcl_SetObjResult(interp, Tcl_ObjPrintf("command returned bad code: %d", code));
     }
-    Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
-    Tcl_IncrRefCount(options);
     PyObject *result = str_from_tcl(Tcl_GetObjResult(interp));
-    PyObject *errorcode = dict_str(options, "-errorcode");
+    PyObject *errorcode = code == TCL_ERROR ? dict_str(options, "-errorcode")
+                                            : PyUnicode_FromString("NONE");
     PyObject *errorinfo = dict_str(options, "-errorinfo");
     Tcl_DecrRefCount(options);
     Tcl_ResetResult(interp);
     if (result && errorcode && errorinfo && TclErrorType) {
-        PyObject *exc = PyObject_CallFunctionObjArgs(TclErrorType, result, errorcode, errorinfo, NULL);
+        PyObject *exc = PyObject_CallFunction(TclErrorType, "OOOi", result, errorcode,
+                                              errorinfo, code);
         if (exc != NULL) {
             PyErr_SetObject(TclErrorType, exc);
             Py_DECREF(exc);
@@ -416,17 +869,12 @@ raise_tcl_error(Tcl_Interp *interp, int code)
 /* ------------------------------------------------------------------ */
 /* Object handles: a Python object as a Tcl command                    */
 
-/* A command's clientData outlives a deletion that happens while the
-   command runs (a method that releases its own handle): `busy` counts
-   running calls, and the last one out frees what `deleted` marked. */
 typedef struct {
-    InterpObject *owner;        /* strong */
-    PyObject *object;           /* strong */
-    PyObject *name;
-    int busy, deleted;
+    Lifetime life;
+    InterpState *owner;         /* counted in owner->refs */
+    PyObject *object;           /* borrowed: owner->handles holds it */
+    PyObject *name;             /* its key in owner->handles */
 } Handle;
-
-static void free_handle(Handle *h);
 
 static int
 handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
@@ -437,11 +885,13 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         return TCL_ERROR;
     }
     Entry e;
-    enter(&e, h->owner);
-    h->busy++;
+    if (enter(&e, h->owner, interp) < 0)
+        return TCL_ERROR;
+    lifetime_enter(&h->life);
     int rc = TCL_ERROR;
+    PyObject *object = Py_NewRef(h->object);    /* a method may release it */
     PyObject *name = str_from_tcl(objv[1]);
-    PyObject *attr = name ? PyObject_GetAttr(h->object, name) : NULL;
+    PyObject *attr = name ? PyObject_GetAttr(object, name) : NULL;
     PyObject *value = NULL;
     if (attr != NULL) {
         if (PyCallable_Check(attr)) {
@@ -454,7 +904,7 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
             PyErr_Format(PyExc_TypeError, "attribute '%U' is not callable", name);
         }
     }
-    Tcl_Obj *result = value ? to_tcl(h->owner, value) : NULL;
+    Tcl_Obj *result = value ? result_to_tcl(h->owner, value) : NULL;
     if (result != NULL) {
         Tcl_SetObjResult(interp, result);
         rc = TCL_OK;
@@ -464,44 +914,71 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     Py_XDECREF(value);
     Py_XDECREF(attr);
     Py_XDECREF(name);
-    if (--h->busy == 0 && h->deleted)
-        free_handle(h);
+    Py_DECREF(object);
+    lifetime_leave(&h->life);
     leave(&e);
     return rc;
 }
 
 static void
-free_handle(Handle *h)
+free_handle(Lifetime *life)
 {
-    if (!python_finalized) {
-        Entry e;
-        enter(&e, NULL);
-        Py_DECREF(h->name);
-        Py_DECREF(h->object);
-        Py_DECREF(h->owner);
-        leave(&e);
-    }
-    ckfree((char *)h);
+    Handle *h = (Handle *)life;
+    Py_DECREF(h->name);
+    state_decref(h->owner);
+    PyMem_Free(h);
 }
 
+/* The handle's command is gone: the object goes with it (its last
+   reference, if nothing else holds it, so __del__/close run now). */
 static void
 handle_deleted(ClientData cd)
 {
     Handle *h = cd;
-    if (!python_finalized) {    /* the name is free for reuse at once */
-        Entry e;
-        enter(&e, NULL);
-        if (h->owner->handles != NULL && PyDict_DelItem(h->owner->handles, h->name) < 0)
-            PyErr_Clear();
-        leave(&e);
-    }
-    h->deleted = 1;
-    if (h->busy == 0)
-        free_handle(h);
+    Entry e;
+    if (enter(&e, NULL, NULL) < 0)
+        return;                 /* Python is gone; so is the object */
+    InterpState *s = h->owner;
+    PyObject *id = PyLong_FromVoidPtr(h->object);
+    if (id == NULL || (s->by_object && PyDict_DelItem(s->by_object, id) < 0))
+        PyErr_Clear();
+    Py_XDECREF(id);
+    if (s->handles != NULL && PyDict_DelItem(s->handles, h->name) < 0)
+        PyErr_Clear();
+    lifetime_delete(&h->life);
+    leave(&e);
 }
 
+/* `rename $h newname` keeps the handle working under its new name. */
+static void
+handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
+               const char *new_name, int flags)
+{
+    Handle *h = cd;
+    if (new_name == NULL || new_name[0] == '\0' || (flags & TCL_TRACE_DESTROYED))
+        return;                 /* deletion: handle_deleted does the work */
+    Entry e;
+    if (enter(&e, NULL, NULL) < 0)
+        return;
+    InterpState *s = h->owner;
+    PyObject *name = PyUnicode_FromString(new_name);
+    PyObject *id = PyLong_FromVoidPtr(h->object);
+    if (name != NULL && id != NULL && s->handles != NULL
+            && PyDict_SetItem(s->handles, name, h->object) == 0
+            && PyDict_DelItem(s->handles, h->name) == 0
+            && PyDict_SetItem(s->by_object, id, name) == 0) {
+        Py_SETREF(h->name, Py_NewRef(name));
+    }
+    PyErr_Clear();
+    Py_XDECREF(name);
+    Py_XDECREF(id);
+    leave(&e);
+}
+
+static unsigned long handles_made;      /* names are unique in the process (GIL) */
+
 static Tcl_Obj *
-make_handle(InterpObject *owner, PyObject *value)
+make_handle(InterpState *owner, PyObject *value)
 {
     if (owner == NULL || owner->interp == NULL || owner->handles == NULL) {
         PyErr_Format(PyExc_TypeError,
@@ -509,31 +986,68 @@ make_handle(InterpObject *owner, PyObject *value)
                      Py_TYPE(value)->tp_name);
         return NULL;
     }
-    PyObject *name = PyUnicode_FromFormat(HANDLE_PREFIX "%lu", ++owner->next_handle);
-    if (name == NULL || PyDict_SetItem(owner->handles, name, value) < 0) {
+    PyObject *id = PyLong_FromVoidPtr(value);
+    if (id == NULL)
+        return NULL;
+    PyObject *known = PyDict_GetItemWithError(owner->by_object, id);
+    if (known != NULL) {                /* one handle per object */
+        Py_DECREF(id);
+        return tcl_from_str(known);
+    }
+    PyObject *name = PyErr_Occurred() ? NULL
+        : PyUnicode_FromFormat(HANDLE_PREFIX "%lu", ++handles_made);
+    if (name == NULL || PyDict_SetItem(owner->handles, name, value) < 0
+            || PyDict_SetItem(owner->by_object, id, name) < 0) {
+        if (name != NULL && PyDict_DelItem(owner->handles, name) < 0)
+            PyErr_Clear();
         Py_XDECREF(name);
+        Py_DECREF(id);
         return NULL;
     }
-    Handle *h = (Handle *)ckalloc(sizeof(Handle));
-    h->owner = (InterpObject *)Py_NewRef(owner);
-    h->object = Py_NewRef(value);
+    Py_DECREF(id);
+    if (here.new_handles == NULL)
+        here.new_handles = PyList_New(0);
+    if (here.new_handles == NULL || PyList_Append(here.new_handles, name) < 0)
+        PyErr_Clear();          /* only the clean-up after a failure needs it */
+    Handle *h = (Handle *)PyMem_Calloc(1, sizeof(Handle));
+    if (h == NULL) {
+        PyDict_DelItem(owner->handles, name);
+        Py_DECREF(name);
+        return (Tcl_Obj *)PyErr_NoMemory();
+    }
+    h->life.free = free_handle;
+    h->owner = owner;
+    owner->refs++;
+    h->object = value;
     h->name = name;
-    h->busy = h->deleted = 0;
     const char *cname = PyUnicode_AsUTF8(name);
     Tcl_CreateObjCommand(owner->interp, cname, handle_command, h, handle_deleted);
+    Tcl_TraceCommand(owner->interp, cname, TCL_TRACE_RENAME, handle_renamed, h);
     return Tcl_NewStringObj(cname, -1);
+}
+
+static void
+delete_handles_named(InterpState *owner, PyObject *names)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
+        PyObject *name = PyList_GET_ITEM(names, i);
+        if (owner->interp != NULL && PyDict_Contains(owner->handles, name) == 1)
+            Tcl_DeleteCommand(owner->interp, PyUnicode_AsUTF8(name));
+    }
+    PyErr_Clear();
 }
 
 static int
 release_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
-    InterpObject *owner = cd;
+    InterpState *owner = cd;
     if (objc != 2) {
         Tcl_WrongNumArgs(interp, 1, objv, "handle");
         return TCL_ERROR;
     }
     Entry e;
-    enter(&e, owner);
+    if (enter(&e, owner, interp) < 0)
+        return TCL_ERROR;
     int is_handle = 0;
     PyObject *found = arg_to_python(owner, objv[1], &is_handle);
     Py_XDECREF(found);
@@ -546,6 +1060,27 @@ release_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
         return TCL_ERROR;
     }
     return Tcl_DeleteCommand(interp, Tcl_GetString(objv[1])) == 0 ? TCL_OK : TCL_ERROR;
+}
+
+/* At exit: every object a handle holds goes now, while Python can still
+   run its __del__ and close methods.  The commands stay, inert. */
+static void
+release_all_handles(void)
+{
+    for (InterpState *s = all_states; s != NULL; s = s->next) {
+        PyObject *handles = s->handles, *by_object = s->by_object;
+        s->handles = PyDict_New();
+        s->by_object = PyDict_New();
+        if (s->handles == NULL || s->by_object == NULL) {
+            PyErr_Clear();
+            Py_XSETREF(s->handles, handles);
+            Py_XSETREF(s->by_object, by_object);
+            continue;
+        }
+        Py_XDECREF(by_object);
+        Py_XDECREF(handles);
+    }
+    PyErr_Clear();
 }
 
 /* ------------------------------------------------------------------ */
@@ -566,24 +1101,6 @@ Outcome_dealloc(OutcomeObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *
-Outcome_get_code(OutcomeObject *self, void *unused)
-{
-    return PyLong_FromLong(self->code);
-}
-
-static PyObject *
-Outcome_get_result(OutcomeObject *self, void *unused)
-{
-    return str_from_tcl(self->result);
-}
-
-static PyGetSetDef Outcome_getset[] = {
-    {"code", (getter)Outcome_get_code, NULL, "Tcl return code (0 ok, 1 error, 2 return, 3 break, 4 continue)", NULL},
-    {"result", (getter)Outcome_get_result, NULL, "the script's result", NULL},
-    {NULL}
-};
-
 static PyTypeObject OutcomeType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "tclamp._bridge.Outcome",
@@ -591,7 +1108,6 @@ static PyTypeObject OutcomeType = {
     .tp_basicsize = sizeof(OutcomeObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)Outcome_dealloc,
-    .tp_getset = Outcome_getset,
 };
 
 static int
@@ -614,14 +1130,14 @@ apply_outcome(Tcl_Interp *interp, OutcomeObject *o)
  *     result: None (convert the last step's value), a dict (map that value),
  *             or a constant
  *
- * A cacheable plan depends only on the argument strings (and on state that
- * only changes with invalidate_plans()), so it is kept in a small
- * per-command memo keyed by them: a repeated call runs the steps straight
- * from C without creating a single Python object for its arguments.
+ * A cacheable plan depends on the argument strings alone (never on state
+ * read while planning: whatever depends on state is a step, run on every
+ * call), so it is kept in a small per-command memo keyed by them: a
+ * repeated call runs the steps straight from C without creating a single
+ * Python object for its arguments.
  */
 typedef struct {
     int objc;                   /* 0: empty slot */
-    unsigned long generation;   /* the thread's plan generation it was made in */
     char *key;                  /* the arguments, each as <length><bytes> */
     size_t keylen;
     PyObject *steps;
@@ -632,16 +1148,13 @@ typedef struct {
 } Memo;
 
 typedef struct {
-    InterpObject *owner;        /* borrowed: Tcl deletes commands before it
-                                   drops the interpreter's own reference */
+    Lifetime life;
+    InterpState *owner;         /* counted in owner->refs */
     PyObject *callable;
     int planned;
-    int busy, deleted;          /* as for Handle */
     int memo_next;
     Memo memo[MEMO_SLOTS];
 } Command;
-
-static void free_command(Command *cmd);
 
 static int
 memo_matches(const Memo *m, int objc, Tcl_Obj *const objv[])
@@ -721,7 +1234,6 @@ memo_store(Command *cmd, int objc, Tcl_Obj *const objv[], PyObject *steps,
     }
     m->keylen = keylen;
     m->objc = objc;
-    m->generation = here.generation;
     m->steps = Py_NewRef(steps);
     m->result = constant ? NULL : Py_NewRef(result);
     m->constant = constant;
@@ -775,7 +1287,7 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
         Tcl_SetObjResult(interp, memo->last_obj);
         return TCL_OK;
     }
-    Tcl_Obj *obj = to_tcl(cmd->owner, value);
+    Tcl_Obj *obj = result_to_tcl(cmd->owner, value);
     if (obj == NULL) {
         Py_DECREF(value);
         return report_python_error(cmd->owner, interp);
@@ -812,19 +1324,17 @@ static int
 python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     Command *cmd = cd;
-    if (python_finalized) {
-        Tcl_SetObjResult(interp, Tcl_NewStringObj("Python has been finalized", -1));
-        return TCL_ERROR;
-    }
     Entry e;
-    enter(&e, cmd->owner);
-    cmd->busy++;
+    if (enter(&e, cmd->owner, interp) < 0)
+        return TCL_ERROR;
+    if (python_started_here)
+        flush_tcl_stdout();
+    lifetime_enter(&cmd->life);
     int rc;
     if (cmd->planned) {
         for (int i = 0; i < MEMO_SLOTS; i++) {
             Memo *m = &cmd->memo[i];
-            if (m->objc != 0 && m->generation == here.generation
-                    && memo_matches(m, objc, objv)) {
+            if (m->objc != 0 && memo_matches(m, objc, objv)) {
                 rc = run_memo(cmd, interp, m);
                 goto done;
             }
@@ -837,7 +1347,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     if (value == NULL) {
         rc = report_python_error(cmd->owner, interp);
     } else if (!cmd->planned) {
-        Tcl_Obj *obj = to_tcl(cmd->owner, value);
+        Tcl_Obj *obj = result_to_tcl(cmd->owner, value);
         if (obj == NULL) {
             rc = report_python_error(cmd->owner, interp);
         } else {
@@ -850,7 +1360,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         Tcl_Obj *constant = NULL;
         if (check_plan(value, &steps, &result, &cacheable) < 0
                 || (result != Py_None && !PyDict_Check(result)
-                    && (constant = to_tcl(cmd->owner, result)) == NULL)) {
+                    && (constant = result_to_tcl(cmd->owner, result)) == NULL)) {
             rc = report_python_error(cmd->owner, interp);
         } else {
             if (constant) Tcl_IncrRefCount(constant);
@@ -862,54 +1372,70 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     }
     Py_XDECREF(value);
 done:
-    if (--cmd->busy == 0 && cmd->deleted)
-        free_command(cmd);
+    lifetime_leave(&cmd->life);
     leave(&e);
     return rc;
 }
 
 static void
-free_command(Command *cmd)
+free_command(Lifetime *life)
 {
-    if (!python_finalized) {
-        Entry e;
-        enter(&e, NULL);
-        for (int i = 0; i < MEMO_SLOTS; i++)
-            memo_clear(&cmd->memo[i]);
-        Py_DECREF(cmd->callable);
-        leave(&e);
-    }
-    ckfree((char *)cmd);
+    Command *cmd = (Command *)life;
+    for (int i = 0; i < MEMO_SLOTS; i++)
+        memo_clear(&cmd->memo[i]);
+    Py_DECREF(cmd->callable);
+    state_decref(cmd->owner);
+    PyMem_Free(cmd);
 }
 
 static void
 python_command_deleted(ClientData cd)
 {
     Command *cmd = cd;
-    cmd->deleted = 1;
-    if (cmd->busy == 0)
-        free_command(cmd);
+    Entry e;
+    if (enter(&e, NULL, NULL) < 0)
+        return;                 /* Python is gone: nothing left to free */
+    lifetime_delete(&cmd->life);
+    leave(&e);
 }
+
 
 /* ------------------------------------------------------------------ */
 /* Interp methods                                                       */
 
 /* What an evaluation from Python returns: the result as str, or NULL with
-   tclamp.TclError raised (`return` at the top is a normal end, as in tclsh). */
+   tclamp.TclError raised for any other outcome than a normal end. */
 static PyObject *
 eval_result(Tcl_Interp *interp, int code)
 {
-    if (code != TCL_OK && code != TCL_RETURN)
+    code = effective_code(interp, code);
+    if (code != TCL_OK)
         return raise_tcl_error(interp, code);
     PyObject *result = str_from_tcl(Tcl_GetObjResult(interp));
     Tcl_ResetResult(interp);
     return result;
 }
 
+/* Runs Tcl on behalf of Python, the interpreter held busy so that its
+   deletion waits; callers Tcl_Preserve it until they have read the result. */
+#define RUN_TCL(s, statement) do {                  \
+        state_hold(s);                              \
+        WITHOUT_GIL(statement);                     \
+    } while (0)
+
+/* After Tcl ran: the caller's result is read; then deferred deletions. */
+static void
+tcl_done(InterpState *s)
+{
+    state_unhold(s);
+    run_pending_deletions();
+}
+
 static PyObject *
 Interp_eval(InterpObject *self, PyObject *script)
 {
-    if (check_usable(self) < 0)
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
         return NULL;
     if (!PyUnicode_Check(script))
         return PyErr_Format(PyExc_TypeError, "script must be str, not %.100s",
@@ -917,44 +1443,60 @@ Interp_eval(InterpObject *self, PyObject *script)
     Tcl_Obj *obj = tcl_from_str(script);
     if (obj == NULL)
         return NULL;
-    Tcl_Interp *interp = self->interp;
     int code;
+    PyObject *result;
     Tcl_IncrRefCount(obj);
-    Tcl_Preserve(interp);       /* the script may delete its interpreter */
-    WITHOUT_GIL(code = Tcl_EvalObjEx(interp, obj, TCL_EVAL_GLOBAL));
+    Tcl_Interp *interp = s->interp;
+    Tcl_Preserve(interp);
+    RUN_TCL(s, code = Tcl_EvalObjEx(interp, obj, TCL_EVAL_GLOBAL));
     Tcl_DecrRefCount(obj);
-    PyObject *result = eval_result(interp, code);
+    result = eval_result(interp, code);
     Tcl_Release(interp);
+    tcl_done(s);
     return result;
 }
 
 static PyObject *
 Interp_call(InterpObject *self, PyObject *args)
 {
-    if (check_usable(self) < 0)
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
         return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     if (n == 0)
         return PyErr_Format(PyExc_TypeError, "call() needs a command name");
+    if (check_tcl_size(n, "a call with this many arguments") < 0)
+        return NULL;
     Tcl_Obj **objv = PyMem_New(Tcl_Obj *, n);
     if (objv == NULL)
         return PyErr_NoMemory();
     Py_ssize_t made;
+    PyObject *outer = here.new_handles;
+    here.new_handles = NULL;
     for (made = 0; made < n; made++) {
-        objv[made] = to_tcl(self, PyTuple_GET_ITEM(args, made));
+        objv[made] = to_tcl(s, PyTuple_GET_ITEM(args, made));
         if (objv[made] == NULL)
             break;
         Tcl_IncrRefCount(objv[made]);
     }
+    PyObject *new_handles = here.new_handles;
+    here.new_handles = outer;
     PyObject *result = NULL;
     if (made == n) {
-        Tcl_Interp *interp = self->interp;
+        Tcl_Interp *interp = s->interp;
         int code;
         Tcl_Preserve(interp);
-        WITHOUT_GIL(code = Tcl_EvalObjv(interp, (int)n, objv, TCL_EVAL_GLOBAL));
+        RUN_TCL(s, code = Tcl_EvalObjv(interp, (int)n, objv, TCL_EVAL_GLOBAL));
         result = eval_result(interp, code);
         Tcl_Release(interp);
+        tcl_done(s);
+    } else if (new_handles != NULL) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        delete_handles_named(s, new_handles);
+        PyErr_Restore(type, value, tb);
     }
+    Py_XDECREF(new_handles);
     while (made-- > 0)
         Tcl_DecrRefCount(objv[made]);
     PyMem_Free(objv);
@@ -966,7 +1508,8 @@ Interp_call(InterpObject *self, PyObject *args)
 static PyObject *
 Interp_evaluate(InterpObject *self, PyObject *script)
 {
-    if (check_usable(self) < 0)
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
         return NULL;
     if (!PyUnicode_Check(script))
         return PyErr_Format(PyExc_TypeError, "script must be str");
@@ -978,11 +1521,11 @@ Interp_evaluate(InterpObject *self, PyObject *script)
         discard(obj);
         return NULL;
     }
-    Tcl_Interp *interp = self->interp;
+    Tcl_Interp *interp = s->interp;
     int code;
     Tcl_IncrRefCount(obj);
     Tcl_Preserve(interp);
-    WITHOUT_GIL(code = Tcl_EvalObjEx(interp, obj, 0));
+    RUN_TCL(s, code = Tcl_EvalObjEx(interp, obj, 0));
     Tcl_DecrRefCount(obj);
     o->code = code;
     o->options = Tcl_GetReturnOptions(interp, code);
@@ -991,6 +1534,7 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     Tcl_IncrRefCount(o->result);
     Tcl_ResetResult(interp);
     Tcl_Release(interp);
+    tcl_done(s);
     return (PyObject *)o;
 }
 
@@ -1004,26 +1548,31 @@ Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|p:create_command", kwlist,
                                      &name, &callable, &planned))
         return NULL;
-    if (check_usable(self) < 0)
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
         return NULL;
     if (!PyCallable_Check(callable))
         return PyErr_Format(PyExc_TypeError, "callable expected");
-    Command *cmd = (Command *)ckalloc(sizeof(Command));
-    memset(cmd, 0, sizeof(*cmd));
-    cmd->owner = self;
+    Command *cmd = (Command *)PyMem_Calloc(1, sizeof(Command));
+    if (cmd == NULL)
+        return PyErr_NoMemory();
+    cmd->life.free = free_command;
+    cmd->owner = s;
+    s->refs++;
     cmd->callable = Py_NewRef(callable);
     cmd->planned = planned;
-    Tcl_CreateObjCommand(self->interp, name, python_command, cmd, python_command_deleted);
+    Tcl_CreateObjCommand(s->interp, name, python_command, cmd, python_command_deleted);
     Py_RETURN_NONE;
 }
 
 static PyObject *
 Interp_delete(InterpObject *self, PyObject *unused)
 {
-    if (self->interp != NULL) {
-        if (check_usable(self) < 0)
+    InterpState *s = self->state;
+    if (s != NULL && s->interp != NULL) {
+        if (check_usable(s) < 0)
             return NULL;
-        Tcl_DeleteInterp(self->interp);
+        Tcl_DeleteInterp(s->interp);
     }
     Py_RETURN_NONE;
 }
@@ -1031,34 +1580,33 @@ Interp_delete(InterpObject *self, PyObject *unused)
 static PyObject *
 Interp_get_alive(InterpObject *self, void *unused)
 {
-    return PyBool_FromLong(self->interp != NULL && !Tcl_InterpDeleted(self->interp));
+    InterpState *s = self->state;
+    return PyBool_FromLong(s != NULL && s->interp != NULL && !Tcl_InterpDeleted(s->interp));
 }
 
 static PyObject *
 Interp_get_handle_count(InterpObject *self, void *unused)
 {
-    return PyLong_FromSsize_t(self->handles ? PyDict_GET_SIZE(self->handles) : 0);
+    InterpState *s = self->state;
+    return PyLong_FromSsize_t(s && s->handles ? PyDict_GET_SIZE(s->handles) : 0);
 }
 
-/* Deletes every handle command of `obj` (an object may have several). */
+/* Deletes the handle of `obj` in this interpreter; returns how many (0 or 1). */
 static PyObject *
 Interp_release(InterpObject *self, PyObject *obj)
 {
-    if (check_usable(self) < 0)
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
         return NULL;
-    PyObject *names = PyList_New(0), *name, *value;
-    Py_ssize_t pos = 0;
-    while (names && PyDict_Next(self->handles, &pos, &name, &value)) {
-        if (value == obj && PyList_Append(names, name) < 0)
-            Py_CLEAR(names);
-    }
-    if (names == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++)
-        Tcl_DeleteCommand(self->interp, PyUnicode_AsUTF8(PyList_GET_ITEM(names, i)));
-    PyObject *count = PyLong_FromSsize_t(PyList_GET_SIZE(names));
-    Py_DECREF(names);
-    return count;
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
+    Py_XDECREF(id);
+    if (name == NULL)
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
+    Py_INCREF(name);
+    Tcl_DeleteCommand(s->interp, PyUnicode_AsUTF8(name));
+    Py_DECREF(name);
+    return PyLong_FromLong(1);
 }
 
 static PyMethodDef Interp_methods[] = {
@@ -1072,7 +1620,7 @@ static PyMethodDef Interp_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "create_command(name, callable, planned=False): a Tcl command implemented in Python"},
     {"release", (PyCFunction)Interp_release, METH_O,
-     "release(obj) -> int: delete every object handle of obj"},
+     "release(obj) -> int: delete the object handle of obj (1 if it had one)"},
     {"delete", (PyCFunction)Interp_delete, METH_NOARGS, "delete the Tcl interpreter"},
     {NULL}
 };
@@ -1083,19 +1631,57 @@ static PyGetSetDef Interp_getset[] = {
     {NULL}
 };
 
-/* Tcl deletes the interpreter's commands first, then calls this. */
+/* The Python object for a state: made on demand for Tcl-made interpreters
+   (and kept until Tcl deletes them), the user's own for Python-made ones. */
+static PyObject *
+state_object(InterpState *s)
+{
+    if (s->object != NULL)
+        return Py_NewRef((PyObject *)s->object);
+    InterpObject *o = PyObject_New(InterpObject, &InterpType);
+    if (o == NULL)
+        return NULL;
+    o->state = s;
+    s->refs++;
+    if (!s->python_owned && s->interp != NULL) {
+        s->object = o;              /* owned: released in interp_deleted */
+        Py_INCREF(o);
+    } else if (s->python_owned) {
+        s->object = o;              /* borrowed, as Interp() does */
+    }
+    return (PyObject *)o;
+}
+
+/* Tcl deleted the interpreter (its commands went first). */
 static void
 interp_deleted(ClientData cd, Tcl_Interp *interp)
 {
-    InterpObject *self = cd;
-    if (python_finalized)
-        return;
+    InterpState *s = cd;
     Entry e;
-    enter(&e, NULL);
-    self->interp = NULL;
-    Py_CLEAR(self->handles);
-    if (!self->python_owned)
-        Py_DECREF(self);            /* the reference the interpreter held */
+    if (enter(&e, NULL, NULL) < 0)
+        return;
+    s->interp = NULL;
+    if (s->delete_requested) {
+        s->delete_requested = 0;
+        atomic_fetch_sub(&deletions_pending, 1);
+    }
+    Py_CLEAR(s->handles);           /* any object a handle still held */
+    if (!s->python_owned && s->object != NULL) {
+        InterpObject *o = s->object;
+        s->object = NULL;
+        Py_DECREF(o);
+    }
+    state_decref(s);                /* the interpreter's reference */
+    leave(&e);
+}
+
+static void
+release_command_deleted(ClientData cd)
+{
+    Entry e;
+    if (enter(&e, NULL, NULL) < 0)
+        return;
+    state_decref(cd);
     leave(&e);
 }
 
@@ -1103,30 +1689,24 @@ interp_deleted(ClientData cd, Tcl_Interp *interp)
 static InterpObject *
 attach(Tcl_Interp *interp, int python_owned)
 {
-    InterpObject *self = PyObject_New(InterpObject, &InterpType);
-    if (self == NULL)
+    InterpState *s = state_new(interp, python_owned);
+    if (s == NULL)
         return NULL;
-    self->interp = interp;
-    self->thread = Tcl_GetCurrentThread();
-    self->python_owned = python_owned;
-    self->next_handle = 0;
-    self->handles = PyDict_New();
-    if (self->handles == NULL) {
-        self->interp = NULL;
-        Py_DECREF(self);
+    InterpObject *self = (InterpObject *)state_object(s);
+    if (self == NULL) {
+        state_decref(s);
         return NULL;
     }
-    if (!python_owned)
-        Py_INCREF(self);            /* released by interp_deleted */
-    Tcl_SetAssocData(interp, "tclamp", interp_deleted, self);
-    Tcl_CreateObjCommand(interp, "::py::release", release_command, self, NULL);
+    Tcl_SetAssocData(interp, "tclamp", interp_deleted, s);
+    s->refs++;                      /* ::py::release borrows it too */
+    Tcl_CreateObjCommand(interp, "::py::release", release_command, s, release_command_deleted);
 
     PyObject *tclamp = PyImport_ImportModule("tclamp");
     PyObject *r = tclamp ? PyObject_CallMethod(tclamp, "_attach", "O", self) : NULL;
     Py_XDECREF(tclamp);
     if (r == NULL) {
-        /* Commands made so far borrow `self`: a Tcl-owned interpreter keeps
-           it (the assoc data's reference) until it is deleted; ours goes. */
+        /* A Tcl-made interpreter keeps what was made so far until Tcl
+           deletes it; ours goes now. */
         if (python_owned) {
             PyObject *type, *value, *tb;
             PyErr_Fetch(&type, &value, &tb);
@@ -1143,11 +1723,14 @@ attach(Tcl_Interp *interp, int python_owned)
 static void
 Interp_dealloc(InterpObject *self)
 {
-    /* Live handles hold references to us, so none exist here. */
-    if (self->interp != NULL && self->python_owned
-            && self->thread == Tcl_GetCurrentThread())
-        Tcl_DeleteInterp(self->interp);
-    Py_XDECREF(self->handles);
+    InterpState *s = self->state;
+    if (s != NULL) {
+        if (s->object == self)
+            s->object = NULL;
+        if (s->python_owned)
+            request_delete(s);      /* now, or when idle on its own thread */
+        state_decref(s);
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1155,6 +1738,7 @@ Interp_dealloc(InterpObject *self)
 /* Python host: load libtcl and create interpreters                     */
 
 static Tcl_Interp *(*create_interp)(void);
+static int tcl_ready;           /* this copy's Tcl stubs are initialized */
 
 static int
 load_libtcl(void)
@@ -1179,6 +1763,116 @@ load_libtcl(void)
     return 0;
 }
 
+/* Deletes the interpreters Python made on this thread (it is ending). */
+static void
+delete_thread_interps(void)
+{
+    Tcl_ThreadId me = Tcl_GetCurrentThread();
+    int again = 1;
+    while (again) {
+        again = 0;
+        for (InterpState *s = all_states; s != NULL; s = s->next) {
+            if (s->python_owned && s->interp != NULL && s->thread == me
+                    && !Tcl_InterpActive(s->interp)) {
+                Tcl_DeleteInterp(s->interp);
+                again = 1;
+                break;
+            }
+        }
+    }
+}
+
+/*
+ * A Python thread that made an interpreter must give Tcl's per-thread data
+ * back when it ends.  The guard sits in the thread state's dict, which
+ * Python clears on the ending thread itself, with the GIL held.
+ */
+typedef struct { PyObject_HEAD } ThreadGuard;
+
+static void
+ThreadGuard_dealloc(PyObject *self)
+{
+    if (python_usable() && !tcl_finalizing) {
+        delete_thread_interps();
+        here.ending_normally = 1;
+        Tcl_FinalizeThread();
+        here.ending_normally = 0;
+        here.known = 0;
+    }
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyTypeObject ThreadGuardType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tclamp._bridge.ThreadGuard",
+    .tp_basicsize = sizeof(ThreadGuard),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = ThreadGuard_dealloc,
+};
+
+static int
+is_python_main_thread(void)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *main = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
+    PyObject *ident = main ? PyObject_GetAttrString(main, "ident") : NULL;
+    int is_main = ident && PyLong_AsUnsignedLong(ident) == PyThread_get_thread_ident();
+    Py_XDECREF(ident);
+    Py_XDECREF(main);
+    Py_XDECREF(threading);
+    PyErr_Clear();
+    return is_main;
+}
+
+static int
+guard_python_thread(void)
+{
+    if (here.own != NULL || is_python_main_thread())
+        return 0;               /* a Tcl thread, or the process's own end */
+    PyObject *dict = PyThreadState_GetDict();
+    if (dict == NULL || PyDict_GetItemString(dict, "tclamp.thread_guard") != NULL)
+        return 0;
+    PyObject *guard = PyType_GenericAlloc(&ThreadGuardType, 0);
+    int rc = guard ? PyDict_SetItemString(dict, "tclamp.thread_guard", guard) : -1;
+    Py_XDECREF(guard);
+    return rc;
+}
+
+static void close_python(int may_finalize);
+
+/* Python hosts and Tcl code calls `exit`: Python ends as it would at its
+   own end (atexit, flushed output), then Tcl, then the process. */
+static void
+python_host_exit(ClientData status)
+{
+    close_python(0);
+    Tcl_Finalize();
+    exit((int)(intptr_t)status);
+}
+
+static void
+tcl_exit_handler(ClientData unused)
+{
+    tcl_finalizing = 1;
+    if (python_started_here)
+        close_python(1);
+}
+
+static void
+watch_tcl_exit(void)
+{
+    static int done;
+    if (done)
+        return;
+    done = 1;
+    Tcl_CreateExitHandler(tcl_exit_handler, NULL);
+    if (!python_started_here) {
+        Tcl_ExitProc *previous = Tcl_SetExitProc(python_host_exit);
+        if (previous != NULL)   /* the application has its own: keep it */
+            Tcl_SetExitProc(previous);
+    }
+}
+
 static PyObject *
 Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -1191,8 +1885,15 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_ImportError, "Tcl 8.6 or newer is required");
         return NULL;
     }
+    tcl_ready = 1;
+    watch_tcl_exit();
+    run_pending_deletions();
     if (Tcl_Init(interp) != TCL_OK) {
         raise_tcl_error(interp, TCL_ERROR);
+        Tcl_DeleteInterp(interp);
+        return NULL;
+    }
+    if (guard_python_thread() < 0) {
         Tcl_DeleteInterp(interp);
         return NULL;
     }
@@ -1217,35 +1918,49 @@ static PyTypeObject InterpType = {
 static PyObject *
 bridge_configure(PyObject *module, PyObject *args)
 {
-    PyObject *error_type, *describe;
-    if (!PyArg_ParseTuple(args, "OO:configure", &error_type, &describe))
+    PyObject *error_type, *describe, *steps;
+    if (!PyArg_ParseTuple(args, "OOO!:configure", &error_type, &describe, &PyTuple_Type, &steps))
         return NULL;
+    if (PyTuple_GET_SIZE(steps) != 3)
+        return PyErr_Format(PyExc_TypeError, "configure: three shutdown steps expected");
     Py_XSETREF(TclErrorType, Py_NewRef(error_type));
     Py_XSETREF(describe_error, Py_NewRef(describe));
+    Py_XSETREF(shutdown_steps, Py_NewRef(steps));
     Py_RETURN_NONE;
 }
 
 static PyObject *
 bridge_current(PyObject *module, PyObject *unused)
 {
-    PyObject *c = here.current ? (PyObject *)here.current : Py_None;
-    return Py_NewRef(c);
+    return here.current ? state_object(here.current) : Py_NewRef(Py_None);
 }
 
+/* Python's own end (atexit): the interpreters Python made on this thread
+   go while Python can still run the __del__ of what their handles held,
+   and Tcl's buffered output is written out. */
 static PyObject *
-bridge_invalidate_plans(PyObject *module, PyObject *unused)
+bridge_at_python_exit(PyObject *module, PyObject *unused)
 {
-    here.generation++;
+    if (!tcl_ready || python_started_here)
+        Py_RETURN_NONE;         /* Tcl never ran here, or Tcl hosts: its exit does this */
+    Tcl_ThreadId me = Tcl_GetCurrentThread();
+    for (InterpState *s = all_states; s != NULL; s = s->next) {
+        if (s->python_owned && s->interp != NULL && s->thread == me && s->busy == 0)
+            request_delete(s);
+    }
+    Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT), err = Tcl_GetStdChannel(TCL_STDERR);
+    if (out) Tcl_Flush(out);
+    if (err) Tcl_Flush(err);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef bridge_methods[] = {
-    {"invalidate_plans", bridge_invalidate_plans, METH_NOARGS,
-     "forget the plans this thread's commands remembered (state they depend on changed)"},
     {"configure", bridge_configure, METH_VARARGS,
-     "configure(TclError, describe_error): set by tclamp on import"},
+     "configure(TclError, describe_error, shutdown_steps): set by tclamp on import"},
     {"current", bridge_current, METH_NOARGS,
      "the Interp whose Tcl command is running Python in this thread, or None"},
+    {"at_python_exit", bridge_at_python_exit, METH_NOARGS,
+     "delete this thread's Python-made interpreters and flush Tcl's output (atexit)"},
     {NULL}
 };
 
@@ -1257,18 +1972,116 @@ static struct PyModuleDef bridge_module = {
 PyMODINIT_FUNC
 PyInit__bridge(void)
 {
-    if (PyType_Ready(&InterpType) < 0 || PyType_Ready(&OutcomeType) < 0)
+    if (PyType_Ready(&InterpType) < 0 || PyType_Ready(&OutcomeType) < 0
+            || PyType_Ready(&ThreadGuardType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&bridge_module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
-            || PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0
-            || PyModule_AddStringConstant(m, "tcl_version", TCL_PATCH_LEVEL) < 0) {
+            || PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0) {
         Py_DECREF(m);
         return NULL;
     }
+    int not_started = PY_NOT_STARTED;   /* imported by a Python host */
+    atomic_compare_exchange_strong(&python_state, &not_started, PY_RUNNING);
     return m;
+}
+
+/* ------------------------------------------------------------------ */
+/* Closing Python, from whichever thread ends the process               */
+
+/* Calls shutdown step `i` (see bridge.py SHUTDOWN_STEPS); its truth value,
+   or 0 when Python code can no longer run. */
+static int
+shutdown_step(int i)
+{
+    PyObject *r = shutdown_steps ? PyObject_CallNoArgs(PyTuple_GET_ITEM(shutdown_steps, i)) : NULL;
+    int truth = r ? PyObject_IsTrue(r) : 0;
+    Py_XDECREF(r);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        truth = 0;
+    }
+    return truth > 0;
+}
+
+enum { STEP_FLUSH_ALL, STEP_OTHER_THREADS, STEP_THREAD_ENDED };
+
+/*
+ * Called once, by the thread that ends the process.  Every object a handle
+ * holds is released first.  Then Python is finalized if no other thread is
+ * inside it (finalizing waits for Python's threads and cuts off any thread
+ * that comes back to it); otherwise atexit runs and everything written is
+ * flushed, and this thread keeps the GIL: no Python code runs again, and
+ * the process ends without waiting for anyone.
+ */
+static void
+close_python(int may_finalize)
+{
+    pthread_mutex_lock(&lifecycle_lock);
+    int was = atomic_exchange(&python_state, PY_CLOSED);
+    pthread_mutex_unlock(&lifecycle_lock);
+    if (was != PY_RUNNING)
+        return;
+    ThreadBridge *t = &here;
+    if (t->parked != NULL) {
+        PyEval_RestoreThread(t->parked);
+        t->parked = NULL;
+    } else if (!PyGILState_Check()) {
+        PyGILState_Ensure();
+    }
+    release_all_handles();
+    int others = atomic_load(&entries_active) - (t->depth > 0);
+    if (may_finalize && others == 0 && atomic_load(&abandoned_threads) == 0
+            && !shutdown_step(STEP_OTHER_THREADS)) {
+        Py_FinalizeEx();
+        return;
+    }
+    shutdown_step(STEP_FLUSH_ALL);
+}
+
+static void
+close_python_at_process_exit(void)
+{
+    close_python(1);            /* an embedder that never ended Tcl */
+}
+
+static void
+thread_exit_handler(ClientData unused)
+{
+    ThreadBridge *t = &here;
+    if (!python_usable() || tcl_finalizing || !t->known)
+        return;
+    t->known = 0;
+    if (t->depth > 0 || (t->own == NULL && !t->ending_normally)) {
+        /* thread::exit while Python frames are live on this thread: its
+           state must outlive it (frames, tracebacks), so it is abandoned,
+           and Python's threading learns that one of its threads ended. */
+        atomic_fetch_add(&abandoned_threads, 1);
+        if (t->own == NULL && t->parked != NULL) {
+            PyEval_RestoreThread(t->parked);
+            shutdown_step(STEP_THREAD_ENDED);
+            t->parked = PyEval_SaveThread();
+        }
+        return;
+    }
+    if (t->own == NULL)
+        return;
+    PyEval_RestoreThread(t->own);
+    t->parked = NULL;
+    delete_thread_interps();
+    if (t->own == first_state) {
+        /* Python 3.11 cannot make a thread state once it has none left (it
+           reuses the first one without resetting it): that one stays, and
+           threading is told that its main thread ended. */
+        shutdown_step(STEP_THREAD_ENDED);
+        PyEval_SaveThread();
+    } else {
+        PyThreadState_Clear(t->own);
+        PyThreadState_DeleteCurrent();
+    }
+    t->own = NULL;
 }
 
 /* ------------------------------------------------------------------ */
@@ -1281,70 +2094,28 @@ own_path(void)
     return dladdr((void *)&PyInit__bridge, &info) ? info.dli_fname : NULL;
 }
 
-/* Tcl's exit: let Python run atexit handlers and flush its output. */
-static void
-finalize_python(ClientData unused)
+static int
+start_error(Tcl_Interp *interp, Tcl_Obj *message)
 {
-    if (!python_started_here || python_finalized)
-        return;
-    if (here.depth > 0 || Tcl_GetCurrentThread() != python_thread) {
-        /* exit from inside a Python call or another thread: Python's
-           frames are still on some stack, so only flush. */
-        Entry e;
-        enter(&e, NULL);
-        PyRun_SimpleString("import atexit, sys\natexit._run_exitfuncs()\n"
-                           "sys.stdout.flush()\nsys.stderr.flush()\n");
-        leave(&e);
-        return;
-    }
-    if (here.parked != NULL)
-        PyEval_RestoreThread(here.parked);
-    here.parked = NULL;
-    python_finalized = 1;
-    Py_FinalizeEx();
+    Tcl_SetObjResult(interp, message);
+    Tcl_SetErrorCode(interp, "TCLAMP", "PYTHON_START", NULL);
+    return TCL_ERROR;
 }
 
-static void
-drop_thread_state(ClientData unused)
-{
-    if (python_finalized || here.parked == NULL)
-        return;
-    PyThreadState *ts = here.parked;
-    here.parked = NULL;
-    PyEval_RestoreThread(ts);
-    PyThreadState_Clear(ts);
-    PyThreadState_DeleteCurrent();
-}
-
-/* A Tcl thread new to Python gets one thread state for its lifetime. */
-static void
-ensure_thread_state(void)
-{
-    if (PyGILState_GetThisThreadState() != NULL)
-        return;
-    PyGILState_Ensure();            /* creates it, and takes the GIL */
-    here.parked = PyEval_SaveThread();
-    Tcl_CreateThreadExitHandler(drop_thread_state, NULL);
-}
-
+/* Called with lifecycle_lock held: one thread starts Python, any others
+   wait for it and then use it. */
 static int
 start_python(Tcl_Interp *interp)
 {
     const char *exe = getenv("TCLAMP_PYTHON");
     if (exe == NULL || *exe == '\0')
         exe = Tcl_GetVar(interp, "::tclamp::python", TCL_GLOBAL_ONLY);
-    if (exe == NULL) {
-        Tcl_SetObjResult(interp, Tcl_NewStringObj(
+    if (exe == NULL)
+        return start_error(interp, Tcl_NewStringObj(
             "tclamp: no Python environment found: set TCLAMP_PYTHON to its python executable", -1));
-        Tcl_SetErrorCode(interp, "TCLAMP", "PYTHON_START", NULL);
-        return TCL_ERROR;
-    }
-    if (access(exe, X_OK) != 0) {
-        Tcl_SetObjResult(interp, Tcl_ObjPrintf(
+    if (access(exe, X_OK) != 0)
+        return start_error(interp, Tcl_ObjPrintf(
             "tclamp: cannot start Python: \"%s\" is not an executable file", exe));
-        Tcl_SetErrorCode(interp, "TCLAMP", "PYTHON_START", NULL);
-        return TCL_ERROR;
-    }
     /* Tcl loaded us (and so libpython) privately; extension modules such
        as torch's need libpython's symbols in the global namespace. */
     Dl_info info;
@@ -1357,16 +2128,14 @@ start_python(Tcl_Interp *interp)
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0;   /* signals belong to the Tcl host */
     config.parse_argv = 0;
+    config.buffered_stdio = 0;            /* in order with Tcl's output */
     PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, exe);
     if (!PyStatus_Exception(status))
         status = Py_InitializeFromConfig(&config);
     PyConfig_Clear(&config);
-    if (PyStatus_Exception(status)) {
-        Tcl_SetObjResult(interp, Tcl_ObjPrintf("tclamp: cannot start Python from \"%s\": %s",
-                                               exe, status.err_msg ? status.err_msg : "failed"));
-        Tcl_SetErrorCode(interp, "TCLAMP", "PYTHON_START", NULL);
-        return TCL_ERROR;
-    }
+    if (PyStatus_Exception(status))
+        return start_error(interp, Tcl_ObjPrintf("tclamp: cannot start Python from \"%s\": %s",
+                                                 exe, status.err_msg ? status.err_msg : "failed"));
     /* Our module object is this very file: make `import tclamp._bridge`
        find it rather than load a second copy, and `import tclamp` find the
        Python files beside it, whatever the environment has installed. */
@@ -1397,8 +2166,12 @@ start_python(Tcl_Interp *interp)
     Py_XDECREF(signal_module);
     sigaction(SIGINT, &tcl_sigint, NULL);
     python_started_here = 1;
-    python_thread = Tcl_GetCurrentThread();
-    Tcl_CreateExitHandler(finalize_python, NULL);
+    atomic_store(&python_state, PY_RUNNING);
+    atexit(close_python_at_process_exit);
+    /* This thread's state is its own, like any Tcl thread's. */
+    here.own = first_state = PyThreadState_Get();
+    here.known = 1;
+    Tcl_CreateThreadExitHandler(thread_exit_handler, NULL);
     here.parked = PyEval_SaveThread();
     return TCL_OK;
 }
@@ -1414,11 +2187,13 @@ check_same_bridge(Tcl_Interp *interp)
     PyObject *file = m ? PyObject_GetAttrString(m, "__file__") : NULL;
     if (file != NULL && path != NULL) {
         const char *f = PyUnicode_AsUTF8(file);
-        char a[4096], b[4096];
+        char a[PATH_MAX], b[PATH_MAX];
         ok = f && realpath(f, a) && realpath(path, b) && strcmp(a, b) == 0;
-        if (!ok)
+        if (!ok) {
             Tcl_SetObjResult(interp, Tcl_ObjPrintf(
                 "tclamp: this process already uses the bridge at \"%s\", not \"%s\"", f, path));
+            Tcl_SetErrorCode(interp, "TCLAMP", "OTHER_BRIDGE", NULL);
+        }
     }
     Py_XDECREF(file);
     PyErr_Clear();
@@ -1430,18 +2205,32 @@ Tclamp_Init(Tcl_Interp *interp)
 {
     if (Tcl_InitStubs(interp, "8.6-", 0) == NULL)
         return TCL_ERROR;
-    if (python_finalized) {
+    int rc = TCL_OK;
+    pthread_mutex_lock(&lifecycle_lock);
+    switch (atomic_load(&python_state)) {
+    case PY_CLOSED:
         Tcl_SetObjResult(interp, Tcl_NewStringObj("tclamp: Python has been finalized", -1));
-        return TCL_ERROR;
+        Tcl_SetErrorCode(interp, "TCLAMP", "FINALIZED", NULL);
+        rc = TCL_ERROR;
+        break;
+    case PY_NOT_STARTED:
+        if (Py_IsInitialized())     /* the process runs Python already */
+            atomic_store(&python_state, PY_RUNNING);
+        else
+            rc = start_python(interp);
+        break;
     }
-    if (!Py_IsInitialized()) {
-        if (start_python(interp) != TCL_OK)
-            return TCL_ERROR;
+    if (rc == TCL_OK) {
+        tcl_ready = 1;
+        watch_tcl_exit();
     }
-    ensure_thread_state();
+    pthread_mutex_unlock(&lifecycle_lock);
+    if (rc != TCL_OK)
+        return rc;
     Entry e;
-    enter(&e, NULL);
-    int rc = check_same_bridge(interp);
+    if (enter(&e, NULL, interp) < 0)
+        return TCL_ERROR;
+    rc = check_same_bridge(interp);
     if (rc == TCL_OK) {
         InterpObject *self = attach(interp, 0);
         if (self == NULL)

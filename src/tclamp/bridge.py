@@ -3,8 +3,11 @@
 Arguments arrive as str, or as the object itself when the argument names a
 live object handle (the C bridge looks those up).
 """
+import atexit
 import builtins
+import gc
 import importlib
+import io
 import sys
 import threading
 
@@ -60,7 +63,10 @@ def resolve(name):
             try:
                 obj = importlib.import_module(module_name)
             except ModuleNotFoundError as exc:
-                if exc.name is None or not module_name.startswith(exc.name):
+                # Only "this module does not exist" means: try a shorter
+                # path.  A module that exists but fails to import its own
+                # imports shows that error.
+                if exc.name not in parents(module_name):
                     raise
                 continue
             rest = rest[split:]
@@ -70,6 +76,12 @@ def resolve(name):
     for attribute in rest:
         obj = getattr(obj, attribute)
     return obj
+
+
+def parents(module_name):
+    """os.path.join -> {"os", "os.path", "os.path.join"}"""
+    parts = module_name.split(".")
+    return {".".join(parts[:n]) for n in range(1, len(parts) + 1)}
 
 
 def py_call(*args):
@@ -120,3 +132,48 @@ class CurrentTcl:
 
 
 tcl = CurrentTcl()
+
+
+# --- the end of the process, as the C bridge runs it (see close_python) ----
+
+def flush_all():
+    """When Python cannot be finalized (another thread is still inside it):
+    what its own end would do for the user's data.  atexit handlers run, and
+    every open file is flushed."""
+    atexit._run_exitfuncs()
+    for obj in gc.get_objects():
+        # By type alone: isinstance would ask proxies and lazy modules.
+        if issubclass(type(obj), BUFFERED_FILES):
+            try:
+                if not obj.closed:
+                    obj.flush()
+            except Exception:  # a broken stream must not stop the rest
+                pass
+
+
+BUFFERED_FILES = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
+
+
+def other_threads_running():
+    """Whether finalizing would wait for a thread of Python's: exit must
+    not.  From another thread, finalizing also waits for Python's main
+    thread: the Tcl thread that started Python, which may be alive."""
+    current = threading.current_thread()
+    return any(t is not current and not t.daemon and t.is_alive()
+               for t in threading.enumerate())
+
+
+def thread_ended():
+    """This thread is ending while Python keeps its state (thread::exit with
+    Python frames live, or the thread that started Python): tell threading,
+    so that joins and the process's end do not wait for it."""
+    thread = threading.current_thread()
+    lock = getattr(thread, "_tstate_lock", None)
+    if lock is not None and lock.locked():
+        lock.release()
+    stop = getattr(thread, "_stop", None)
+    if stop is not None:
+        stop()
+
+
+SHUTDOWN_STEPS = (flush_all, other_threads_running, thread_ended)

@@ -6,18 +6,21 @@ from . import PACKAGE_DIR
 
 
 class TclError(Exception):
-    """A Tcl error seen from Python.
+    """A Tcl script that did not end normally, seen from Python.
 
     result is the error message, errorcode the Tcl errorCode (a Tcl list, as
-    a string), errorinfo Tcl's stack trace.  If the exception travels back
-    into Tcl, the Tcl error it becomes keeps all three.
+    a string), errorinfo Tcl's stack trace, and code the Tcl return code:
+    1 for an error, 3 for break, 4 for continue, 2 for a return that left
+    the top level, or an application's own code.  If the exception travels
+    back into Tcl, it ends the command the same way, with the same details.
     """
 
-    def __init__(self, result, errorcode="NONE", errorinfo=""):
+    def __init__(self, result, errorcode="NONE", errorinfo="", code=1):
         super().__init__(result)
         self.result = result
         self.errorcode = errorcode
         self.errorinfo = errorinfo
+        self.code = code
 
 
 class UsageError(Exception):
