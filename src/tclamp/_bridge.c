@@ -66,7 +66,8 @@ typedef int Tcl_Size;
 /* Set once by tclamp/__init__.py through configure(). */
 static PyObject *TclErrorType;  /* tclamp.TclError(result, errorcode, errorinfo, code) */
 static PyObject *describe_error;/* exc -> (message, errorcode, errorInfo tail|None) */
-static PyObject *shutdown_steps;/* (flush_all, other_threads_running, thread_ended) */
+static PyObject *shutdown_steps;/* bridge.SHUTDOWN_STEPS, in this order: */
+enum { STEP_FLUSH_ALL, STEP_OTHER_THREADS, STEP_THREAD_ENDED, STEP_FLUSH_FILES, STEP_COUNT };
 
 /* ------------------------------------------------------------------ */
 /* Python's lifetime in this process                                    */
@@ -86,6 +87,7 @@ static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct InterpState InterpState;
 typedef struct InterpObject InterpObject;
+int Tclamp_Init(Tcl_Interp *interp);
 
 /*
  * Each thread's place in the bridge.  `parked` is the Python thread state
@@ -205,8 +207,9 @@ leave(Entry *e)
         here.parked = saved_;                       \
     } while (0)
 
-/* Tcl's stdout is buffered and Python's (when Tcl hosts) is not: writing
-   out what Tcl holds before Python runs keeps the two in order. */
+/* Tcl's stdout is buffered and Python's is not when Tcl hosts: writing out
+   what Tcl holds before Python runs keeps the two in order, and nothing
+   is left in a thread's buffer if another thread ends the process. */
 static void
 flush_tcl_stdout(void)
 {
@@ -408,12 +411,13 @@ run_pending_deletions(void)
 /* ------------------------------------------------------------------ */
 /* Value conversion                                                     */
 
+/* Tcl 8.6 counts in int: a value past its limit is an error, never cut. */
 static int
-check_tcl_size(Py_ssize_t n, const char *what)
+check_tcl_size(Py_ssize_t n, const char *what, const char *unit)
 {
     if (n > (Py_ssize_t)TCL_SIZE_MAX) {
-        PyErr_Format(PyExc_OverflowError, "%s too large for Tcl: %zd (the limit is %zd)",
-                     what, n, (Py_ssize_t)TCL_SIZE_MAX);
+        PyErr_Format(PyExc_OverflowError, "%s too long for Tcl: %zd %s (at most %zd)",
+                     what, n, unit, (Py_ssize_t)TCL_SIZE_MAX);
         return -1;
     }
     return 0;
@@ -444,15 +448,14 @@ tcl_from_str(PyObject *s)
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
     if (PyUnicode_IS_ASCII(s)) {
         const char *data = (const char *)PyUnicode_DATA(s);
-        if (memchr(data, 0, len) == NULL) {
-            if (check_tcl_size(len, "a string of this length") < 0)
-                return NULL;
+        if (check_tcl_size(len, "str", "bytes") < 0)
+            return NULL;
+        if (memchr(data, 0, len) == NULL)
             return Tcl_NewStringObj(data, (Tcl_Size)len);
-        }
     }
     /* Each code unit can take up to three bytes of Tcl's UTF-8. */
     if (check_tcl_size(len > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : len * 3,
-                       "a string of this length (in Tcl's UTF-8)") < 0)
+                       "str", "bytes of Tcl's UTF-8 at most") < 0)
         return NULL;
     PyObject *units = PyUnicode_AsEncodedString(s, UNICHAR_CODEC, "surrogatepass");
     if (units == NULL)
@@ -562,7 +565,7 @@ to_tcl(InterpState *owner, PyObject *v)
     if (PyUnicode_Check(v))
         return tcl_from_str(v);
     if (PyBytes_Check(v)) {
-        if (check_tcl_size(PyBytes_GET_SIZE(v), "a bytes object of this length") < 0)
+        if (check_tcl_size(PyBytes_GET_SIZE(v), "bytes", "bytes") < 0)
             return NULL;
         return Tcl_NewByteArrayObj((const unsigned char *)PyBytes_AS_STRING(v),
                                    (Tcl_Size)PyBytes_GET_SIZE(v));
@@ -576,7 +579,7 @@ to_tcl(InterpState *owner, PyObject *v)
         } else {
             PyObject *seq = PySequence_Fast(v, "");
             Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
-            if (seq != NULL && check_tcl_size(n, "a list of this length") == 0) {
+            if (seq != NULL && check_tcl_size(n, PyList_Check(v) ? "list" : "tuple", "items") == 0) {
                 result = Tcl_NewListObj(0, NULL);
                 for (Py_ssize_t i = 0; i < n; i++) {
                     Tcl_Obj *item = to_tcl(owner, PySequence_Fast_GET_ITEM(seq, i));
@@ -841,9 +844,7 @@ raise_tcl_error(Tcl_Interp *interp, int code)
                                                code == TCL_BREAK ? "break" : "continue"));
     } else if (code == TCL_RETURN) {
         Tcl_SetObjResult(interp, Tcl_NewStringObj("invoked \"return\" outside of a proc", -1));
-    } else if (code != TCL_ERROR) {
-        Tcl_SetObjResult(interp, Tcl_ObjPrintf("command returned bad code: %d", code));
-    }
+    }   /* an application's own code keeps its result */
     PyObject *result = str_from_tcl(Tcl_GetObjResult(interp));
     PyObject *errorcode = code == TCL_ERROR ? dict_str(options, "-errorcode")
                                             : PyUnicode_FromString("NONE");
@@ -869,6 +870,8 @@ raise_tcl_error(Tcl_Interp *interp, int code)
 /* ------------------------------------------------------------------ */
 /* Object handles: a Python object as a Tcl command                    */
 
+static int handles_released;            /* at the process's end (GIL) */
+
 typedef struct {
     Lifetime life;
     InterpState *owner;         /* counted in owner->refs */
@@ -887,6 +890,12 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     Entry e;
     if (enter(&e, h->owner, interp) < 0)
         return TCL_ERROR;
+    if (handles_released) {
+        leave(&e);
+        Tcl_SetObjResult(interp, Tcl_NewStringObj("py objects were released: the process is ending", -1));
+        Tcl_SetErrorCode(interp, "TCLAMP", "FINALIZED", NULL);
+        return TCL_ERROR;
+    }
     lifetime_enter(&h->life);
     int rc = TCL_ERROR;
     PyObject *object = Py_NewRef(h->object);    /* a method may release it */
@@ -1067,6 +1076,7 @@ release_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
 static void
 release_all_handles(void)
 {
+    handles_released = 1;
     for (InterpState *s = all_states; s != NULL; s = s->next) {
         PyObject *handles = s->handles, *by_object = s->by_object;
         s->handles = PyDict_New();
@@ -1327,8 +1337,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     Entry e;
     if (enter(&e, cmd->owner, interp) < 0)
         return TCL_ERROR;
-    if (python_started_here)
-        flush_tcl_stdout();
+    flush_tcl_stdout();
     lifetime_enter(&cmd->life);
     int rc;
     if (cmd->planned) {
@@ -1465,7 +1474,7 @@ Interp_call(InterpObject *self, PyObject *args)
     Py_ssize_t n = PyTuple_GET_SIZE(args);
     if (n == 0)
         return PyErr_Format(PyExc_TypeError, "call() needs a command name");
-    if (check_tcl_size(n, "a call with this many arguments") < 0)
+    if (check_tcl_size(n, "call", "words") < 0)
         return NULL;
     Tcl_Obj **objv = PyMem_New(Tcl_Obj *, n);
     if (objv == NULL)
@@ -1609,7 +1618,28 @@ Interp_release(InterpObject *self, PyObject *obj)
     return PyLong_FromLong(1);
 }
 
+/* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask. */
+static PyObject *
+Interp_cancel(InterpObject *self, PyObject *unused)
+{
+    InterpState *s = self->state;
+    if (s != NULL && s->interp != NULL)
+        Tcl_CancelEval(s->interp, NULL, NULL, TCL_CANCEL_UNWIND);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Interp_handle_names(InterpObject *self, PyObject *unused)
+{
+    InterpState *s = self->state;
+    return s && s->handles ? PyDict_Keys(s->handles) : PyList_New(0);
+}
+
 static PyMethodDef Interp_methods[] = {
+    {"cancel", (PyCFunction)Interp_cancel, METH_NOARGS,
+     "cancel(): stop the evaluation running in this interpreter (from any thread)"},
+    {"handle_names", (PyCFunction)Interp_handle_names, METH_NOARGS,
+     "handle_names() -> list: the names of the live object handles, oldest first"},
     {"eval", (PyCFunction)Interp_eval, METH_O,
      "eval(script) -> str: evaluate a Tcl script at global level"},
     {"call", (PyCFunction)Interp_call, METH_VARARGS,
@@ -1827,6 +1857,10 @@ is_python_main_thread(void)
 static int
 guard_python_thread(void)
 {
+    if (!here.known) {          /* to notice thread::exit on this thread */
+        here.known = 1;
+        Tcl_CreateThreadExitHandler(thread_exit_handler, NULL);
+    }
     if (here.own != NULL || is_python_main_thread())
         return 0;               /* a Tcl thread, or the process's own end */
     PyObject *dict = PyThreadState_GetDict();
@@ -1839,17 +1873,23 @@ guard_python_thread(void)
 }
 
 static void close_python(int may_finalize);
+static int shutdown_step(int i);
 
-/* Python hosts and Tcl code calls `exit`: Python ends as it would at its
-   own end (atexit, flushed output), then Tcl, then the process. */
+/* Every Tcl_Exit of the process comes here first, from any thread: Python
+   is closed (finalized where that is safe when Tcl hosts, else atexit and
+   flushed files), then Tcl's own exit runs as if we were not there (exit
+   handlers, this thread's channels; no Tcl_Finalize, which would unload
+   libraries that other threads are still in).  A second thread that exits
+   meanwhile waits in close_python for the first to end the process. */
 static void
-python_host_exit(ClientData status)
+tclamp_exit(ClientData status)
 {
-    close_python(0);
-    Tcl_Finalize();
-    exit((int)(intptr_t)status);
+    close_python(python_started_here);
+    Tcl_SetExitProc(NULL);
+    Tcl_Exit((int)(intptr_t)status);
 }
 
+/* Tcl_Finalize without exit (an embedder): Python goes first. */
 static void
 tcl_exit_handler(ClientData unused)
 {
@@ -1866,11 +1906,9 @@ watch_tcl_exit(void)
         return;
     done = 1;
     Tcl_CreateExitHandler(tcl_exit_handler, NULL);
-    if (!python_started_here) {
-        Tcl_ExitProc *previous = Tcl_SetExitProc(python_host_exit);
-        if (previous != NULL)   /* the application has its own: keep it */
-            Tcl_SetExitProc(previous);
-    }
+    Tcl_ExitProc *previous = Tcl_SetExitProc(tclamp_exit);
+    if (previous != NULL)       /* the application has its own: keep it */
+        Tcl_SetExitProc(previous);
 }
 
 static PyObject *
@@ -1887,6 +1925,8 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     }
     tcl_ready = 1;
     watch_tcl_exit();
+    /* Child interpreters and threads load the same bridge: `load {} Tclamp`. */
+    tclStubsPtr->tcl_StaticPackage(NULL, "Tclamp", Tclamp_Init, NULL);   /* no stub macro */
     run_pending_deletions();
     if (Tcl_Init(interp) != TCL_OK) {
         raise_tcl_error(interp, TCL_ERROR);
@@ -1921,8 +1961,8 @@ bridge_configure(PyObject *module, PyObject *args)
     PyObject *error_type, *describe, *steps;
     if (!PyArg_ParseTuple(args, "OOO!:configure", &error_type, &describe, &PyTuple_Type, &steps))
         return NULL;
-    if (PyTuple_GET_SIZE(steps) != 3)
-        return PyErr_Format(PyExc_TypeError, "configure: three shutdown steps expected");
+    if (PyTuple_GET_SIZE(steps) != STEP_COUNT)
+        return PyErr_Format(PyExc_TypeError, "configure: %d shutdown steps expected", STEP_COUNT);
     Py_XSETREF(TclErrorType, Py_NewRef(error_type));
     Py_XSETREF(describe_error, Py_NewRef(describe));
     Py_XSETREF(shutdown_steps, Py_NewRef(steps));
@@ -1936,18 +1976,17 @@ bridge_current(PyObject *module, PyObject *unused)
 }
 
 /* Python's own end (atexit): the interpreters Python made on this thread
-   go while Python can still run the __del__ of what their handles held,
-   and Tcl's buffered output is written out. */
+   go, and every handle's object, while Python can still run their __del__;
+   Tcl's buffered output is written out. */
 static PyObject *
 bridge_at_python_exit(PyObject *module, PyObject *unused)
 {
     if (!tcl_ready || python_started_here)
         Py_RETURN_NONE;         /* Tcl never ran here, or Tcl hosts: its exit does this */
-    Tcl_ThreadId me = Tcl_GetCurrentThread();
-    for (InterpState *s = all_states; s != NULL; s = s->next) {
-        if (s->python_owned && s->interp != NULL && s->thread == me && s->busy == 0)
-            request_delete(s);
-    }
+    delete_thread_interps();
+    release_all_handles();          /* also of interpreters Tcl made (tkinter) */
+    if (atomic_load(&abandoned_threads) > 0)
+        shutdown_step(STEP_FLUSH_FILES);    /* finalizing may not get that far */
     Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT), err = Tcl_GetStdChannel(TCL_STDERR);
     if (out) Tcl_Flush(out);
     if (err) Tcl_Flush(err);
@@ -2006,7 +2045,6 @@ shutdown_step(int i)
     return truth > 0;
 }
 
-enum { STEP_FLUSH_ALL, STEP_OTHER_THREADS, STEP_THREAD_ENDED };
 
 /*
  * Called once, by the thread that ends the process.  Every object a handle
@@ -2019,9 +2057,19 @@ enum { STEP_FLUSH_ALL, STEP_OTHER_THREADS, STEP_THREAD_ENDED };
 static void
 close_python(int may_finalize)
 {
+    static pthread_t closer;
     pthread_mutex_lock(&lifecycle_lock);
     int was = atomic_exchange(&python_state, PY_CLOSED);
+    if (was == PY_RUNNING)
+        closer = pthread_self();
     pthread_mutex_unlock(&lifecycle_lock);
+    if (was == PY_CLOSED && !pthread_equal(closer, pthread_self())) {
+        /* Another thread is ending the process (two threads called exit,
+           or one woke up because the other's ending killed its target):
+           racing it through exit() would crash; it ends us too. */
+        for (;;)
+            pause();
+    }
     if (was != PY_RUNNING)
         return;
     ThreadBridge *t = &here;

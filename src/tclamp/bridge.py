@@ -141,6 +141,11 @@ def flush_all():
     what its own end would do for the user's data.  atexit handlers run, and
     every open file is flushed."""
     atexit._run_exitfuncs()
+    flush_files()
+
+
+def flush_files():
+    """Every open file's buffered data is written out."""
     for obj in gc.get_objects():
         # By type alone: isinstance would ask proxies and lazy modules.
         if issubclass(type(obj), BUFFERED_FILES):
@@ -176,4 +181,4 @@ def thread_ended():
         stop()
 
 
-SHUTDOWN_STEPS = (flush_all, other_threads_running, thread_ended)
+SHUTDOWN_STEPS = (flush_all, other_threads_running, thread_ended, flush_files)
