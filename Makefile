@@ -62,6 +62,7 @@ soak: setup
 
 bench: setup
 	$(PY) bench/run.py
+	$(PY) bench/compare.py
 
 # For a system tclsh without TCLLIBPATH: a pkgIndex.tcl with absolute paths.
 install-tcl: setup
