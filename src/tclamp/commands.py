@@ -17,3 +17,7 @@ def register(interp):
         parser = command.parser()
         for name in dict.fromkeys((command.name, command.camel)):
             interp.create_command(f"::torch::{name}", parser, planned=True)
+    # So that `namespace import torch::*` brings them all in.
+    interp.call("namespace", "eval", "::torch", "namespace", "export",
+                *dict.fromkeys(name for command in all_commands()
+                               for name in (command.name, command.camel)))
