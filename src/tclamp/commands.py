@@ -1,7 +1,7 @@
 """Registration: every declared torch:: command, under both its names."""
 import torch
 
-from . import autocast, precision, scaler
+from . import autocast, info, precision, scaler
 
 
 def all_commands():
@@ -21,3 +21,4 @@ def register(interp):
     interp.call("namespace", "eval", "::torch", "namespace", "export",
                 *dict.fromkeys(name for command in all_commands()
                                for name in (command.name, command.camel)))
+    interp.create_command("::tclamp::info", info.COMMAND.parser(), planned=True)
