@@ -2,6 +2,7 @@
 script mode, held against a plain tclsh running the same script."""
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -236,6 +237,17 @@ def test_script_ends_as_in_tclsh(tmp_path, name):
                                capture_output=True, text=True, cwd=tmp_path)
     assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
         (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode)
+
+
+def test_ctrl_c_ends_a_script_as_a_shell_reports_it(tmp_path):
+    (tmp_path / "loop.tcl").write_text("puts started\nflush stdout\nwhile 1 {}\n")
+    child = subprocess.Popen([sys.executable, "-m", "tclamp", "loop.tcl"], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "started\n"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
 
 
 def test_a_script_named_install_tcl(tmp_path):

@@ -209,7 +209,8 @@ def setup_readline(interp):
 
 
 def banner(interp):
-    info = {key: interp.eval(f"dict get [tclamp::info] {key}") for key in
+    facts = interp.call("tclamp::info")
+    info = {key: interp.call("dict", "get", facts, key) for key in
             ("tclamp_version", "tcl_version", "python_version", "torch_version",
              "cuda_device_count")}
     devices = int(info["cuda_device_count"])
