@@ -30,9 +30,22 @@ puts [join [lsearch -all -inline -not [py eval sys.path] *.zip] \\n]
 """
 
 
+def users_env(**settings):
+    """A user's environment: nothing that leads Python or Tcl to this checkout."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("PYTHONPATH", "PYTHONHOME", "TCLAMP_PYTHON", "TCLLIBPATH")}
+    return dict(env, **settings)
+
+
+def users_tclsh(script, cwd, **settings):
+    return subprocess.run(["tclsh"], input=script, capture_output=True, text=True, cwd=cwd,
+                          env=users_env(**settings), timeout=300)
+
+
 def pip(python, *args):
     return subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args],
-                          check=True, capture_output=True, text=True, timeout=900)
+                          check=True, capture_output=True, text=True, timeout=900,
+                          env=users_env())
 
 
 @pytest.fixture(scope="module")
@@ -87,14 +100,14 @@ def test_pip_install_then_tcl_dir_or_install_tcl(torch_env, tmp_path):
     tclamp_command = torch_env / "bin" / "tclamp"
 
     tcl_dir = subprocess.run([tclamp_command, "--tcl-dir"], check=True, capture_output=True,
-                             text=True).stdout
+                             text=True, env=users_env()).stdout
     assert tcl_dir == f"{site_packages(torch_env) / 'tclamp'}\n"
-    r = run_tclsh(REPORT, tmp_path, TCLLIBPATH=tcl_dir.strip())
+    r = users_tclsh(REPORT, tmp_path, TCLLIBPATH=tcl_dir.strip())
     assert_runs_from(torch_env, r)
 
     target = tmp_path / "lib" / "tclamp"
     r = subprocess.run([tclamp_command, "install-tcl", target], check=True,
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=users_env())
     assert r.stdout == (f"wrote {target / 'pkgIndex.tcl'}: `package require tclamp` works in "
                         f"a tclsh whose auto_path has {target.parent} (or {target})\n")
     index = (target / "pkgIndex.tcl").read_text()
@@ -102,12 +115,12 @@ def test_pip_install_then_tcl_dir_or_install_tcl(torch_env, tmp_path):
             if line and not line.startswith(("#", " ", "}"))] == [["package", "ifneeded", "tclamp"]]
     assert str(ROOT) not in index
     assert sorted(os.listdir(target)) == ["pkgIndex.tcl"]
-    r = run_tclsh(f"lappend auto_path {target.parent}\n" + REPORT, tmp_path, TCLLIBPATH="")
+    r = users_tclsh(f"lappend auto_path {target.parent}\n" + REPORT, tmp_path)
     assert_runs_from(torch_env, r)
     # Scanning the index (any missing package makes Tcl scan) runs nothing.
-    r = run_tclsh(f"lappend auto_path {target.parent}\ncatch {{package require no_such}}\n"
-                  "puts [list [package versions tclamp] [namespace exists ::tclamp] "
-                  "[info loaded]]\n", tmp_path, TCLLIBPATH="")
+    r = users_tclsh(f"lappend auto_path {target.parent}\ncatch {{package require no_such}}\n"
+                    "puts [list [package versions tclamp] [namespace exists ::tclamp] "
+                    "[info loaded]]\n", tmp_path)
     assert r.stdout == f"{VERSION} 0 {{}}\n"
 
 
@@ -117,14 +130,15 @@ def test_make_install_tcl_and_uninstall_tcl(torch_env, tmp_path):
     make = ["make", "-s", f"INSTALL_VENV={torch_env}", f"TCL_PKG_DIR={target}",
             f"TORCH_SPEC=torch=={torch.__version__}"]
     pip(torch_env / "bin" / "python", "uninstall", "-y", "tclamp")   # make installs it
-    subprocess.run([*make, "-C", source, "install-tcl"], check=True, capture_output=True,
-                   timeout=900)
+    subprocess.run([*make, "install-tcl"], cwd=source, check=True, capture_output=True,
+                   timeout=900, env=users_env())
     shutil.rmtree(source)
-    r = run_tclsh(f"lappend auto_path {target.parent}\n" + REPORT, tmp_path, TCLLIBPATH="")
+    r = users_tclsh(f"lappend auto_path {target.parent}\n" + REPORT, tmp_path)
     assert_runs_from(torch_env, r)
 
     # The environment was there before install-tcl: only tclamp leaves it.
-    subprocess.run([*make, "-C", ROOT, "uninstall-tcl"], check=True, capture_output=True)
+    subprocess.run([*make, "uninstall-tcl"], cwd=ROOT, check=True, capture_output=True,
+                   env=users_env())
     assert not target.exists()
     assert not (site_packages(torch_env) / "tclamp").exists()
     assert (site_packages(torch_env) / "torch").is_dir()
