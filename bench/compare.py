@@ -27,8 +27,10 @@ import tkinter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tclamp
-from results import RESULTS, machine, write_section
+from results import RESULTS, ROOT, machine, write_section
+
+sys.path.insert(0, str(ROOT / "src"))   # measure this checkout's bridge, whatever
+import tclamp  # noqa: E402             # the environment has installed
 
 ROUNDS = 7
 ROUND_SECONDS = 0.05       # per contender and round, in SLICES turns
@@ -188,6 +190,8 @@ set L [ints {LIST_LENGTH}]
 
 
 def operations():
+    if not Path(tclamp._bridge.__file__).resolve().is_relative_to(ROOT):
+        sys.exit(f"tclamp was imported from {tclamp._bridge.__file__}, not from {ROOT}")
     vars(sys.modules["__main__"]).update(MAIN_NAMES)
     tk = tkinter.Tcl().tk
     interp = tclamp.Interp()
@@ -245,6 +249,10 @@ def operations():
         Operation("Python host: 1 Mi-char non-ASCII string, Python -> Tcl, then `string length`",
                   MIB, **python("interp.call('string', 'length', OTHER_TEXT)",
                                 "tk.call('string', 'length', OTHER_TEXT)")),
+        Operation("Python host: 1 Mi-char non-ASCII string, Python -> Tcl, then its UTF-8 form "
+                  "(`string bytelength`)", len(OTHER_TEXT.encode()),
+                  **python("interp.call('string', 'bytelength', OTHER_TEXT)",
+                           "tk.call('string', 'bytelength', OTHER_TEXT)")),
         Operation("Python host: a Tcl list of 10^5 ints into a Python list of int", expected_list,
                   **python(list_statement, "list(tk.call('lset', 'L', 0, 0))")),
     ]

@@ -11,15 +11,26 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTIONS = ("run.py", "compare.py")     # their order in the file
 TITLE = ("# tclamp benchmarks\n\n"
          "Written by the scripts in bench/ (`make bench` runs them all); each section "
          "is the last run of its script.\n")
 
 
+def checkout():
+    """The commit measured, and whether src/ has changes not in it."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True,
+                              text=True).stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD") or "unknown commit"
+    return commit + (" + uncommitted changes in src/" if git("status", "--porcelain", "src") else "")
+
+
 def machine():
-    """CPU, kernel, and the versions of Python, Tcl and torch, as one line."""
+    """CPU, kernel, the versions of Python, Tcl and torch, and the commit
+    measured, as one line."""
     tcl = subprocess.run(["tclsh"], input="puts [info patchlevel]\n", capture_output=True,
                          text=True).stdout.strip() or "not found"
     try:
@@ -30,7 +41,7 @@ def machine():
                 if line.startswith("model name")), platform.processor())
     return (f"{time.strftime('%Y-%m-%d')}, {cpu}, {os.cpu_count()} cores; "
             f"Linux {platform.release()}; Python {platform.python_version()}, "
-            f"Tcl {tcl}, torch {torch}")
+            f"Tcl {tcl}, torch {torch}; tclamp at {checkout()}")
 
 
 def _markers(script):
