@@ -3,7 +3,7 @@
 
 Everything runs in this one Python process: a tclamp.Interp and the raw
 _tkinter interpreter (tkinter.Tcl().tk, no display needed) share one libtcl,
-and every round times each contender of an operation back to back, so a
+and the contenders of an operation take turns within every round, so a
 ratio compares two things measured under the same conditions.
 
 - Tcl -> Python: each operation is timed inside Tcl by `time {...} N`: tclamp
@@ -14,8 +14,8 @@ ratio compares two things measured under the same conditions.
 
 A sample runs enough iterations for ROUND_SECONDS, in SLICES turns that
 alternate with the other contenders'; the table holds the median of ROUNDS
-samples.  Before timing, every contender's result is
-checked against the expected value, so nothing fast-but-wrong is reported.
+samples.  Before timing, every contender's result is checked against the
+expected value, so nothing fast-but-wrong is reported.
 Writes its section of bench/RESULTS.md.
 """
 import argparse
@@ -295,7 +295,8 @@ def measure(ops, rounds, seconds):
             plan.setdefault(id(op), []).append((name, timer, calibrate(timer, seconds / SLICES)))
     for r in range(rounds):
         for op in ops:
-            turns = plan[id(op)][r % len(plan[id(op)]):] + plan[id(op)][:r % len(plan[id(op)])]
+            order = plan[id(op)]
+            turns = order[r % len(order):] + order[:r % len(order)]   # each goes first in turn
             spent = {name: 0.0 for name, _, _ in turns}
             for _ in range(SLICES):
                 for name, timer, n in turns:
