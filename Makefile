@@ -6,16 +6,21 @@ PY := $(VENV)/bin/python
 TCLSH ?= tclsh
 PYTEST_ARGS ?=
 SETUP_STAMP := $(VENV)/.tclamp-setup
+BUILT_STAMP := $(VENV)/.tclamp-built
+TORCH_RECORD := $(VENV)/.tclamp-torch
+# The checkout's tcl/pkgIndex.tcl starts Python from the one named here.
+PYTHON_RECORD := tcl/python-path
 PREFIX ?= /usr/local
 TCL_PKG_DIR ?= $(PREFIX)/lib/tcltk/tclamp
+INSTALL_VENV ?= $(PREFIX)/lib/tclamp-python
 
 export TCLLIBPATH := $(CURDIR)/tcl
 
-.PHONY: setup system-packages check-thread demo test soak bench install-tcl uninstall-tcl clean
+.PHONY: setup system-packages check-thread demo test soak bench install-tcl uninstall-tcl clean FORCE
 
 # The system check runs every time (it is quick), so a machine that lost a
 # package gets it back even when the Python environment is up to date.
-setup: system-packages $(SETUP_STAMP) src/tclamp/.built
+setup: system-packages $(SETUP_STAMP) $(BUILT_STAMP) $(PYTHON_RECORD)
 
 # Tcl's headers, tclsh, the Thread package, and wish with a virtual X
 # server (a test host) come from Debian.  Each check exits non-zero when its
@@ -40,16 +45,31 @@ system-packages:
 check-thread:
 	@$(call tcl_has,Thread,$(TCLSH))
 
+# Another TORCH_SPEC than the one installed (recorded in the environment)
+# makes the set-up run again, and so install that torch.
+ifneq ($(shell cat $(TORCH_RECORD) 2>/dev/null),$(TORCH_SPEC))
+$(SETUP_STAMP): FORCE
+endif
 $(SETUP_STAMP): pyproject.toml setup.py
+	@echo "== Python environment $(VENV)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check "setuptools>=61" wheel
-	$(PY) -m pip install -q --disable-pip-version-check "$(TORCH_SPEC)" numpy pytest hypothesis pexpect
+	$(PY) -m pip install -q --disable-pip-version-check "setuptools>=68" wheel
+	@echo "== $(TORCH_SPEC), numpy and the test tools (torch is large: this takes a while)"
+	$(PY) -m pip install --disable-pip-version-check "$(TORCH_SPEC)" numpy pytest hypothesis pexpect
+	echo '$(TORCH_SPEC)' > $(TORCH_RECORD)
 	touch $@
 
 # The bridge is rebuilt whenever its C source changes.
-src/tclamp/.built: $(SETUP_STAMP) src/tclamp/_bridge.c setup.py
+$(BUILT_STAMP): $(SETUP_STAMP) src/tclamp/_bridge.c setup.py pyproject.toml
+	@echo "== building the bridge, installing tclamp into $(VENV) (editable)"
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
 	touch $@
+
+ifneq ($(shell cat $(PYTHON_RECORD) 2>/dev/null),$(abspath $(PY)))
+$(PYTHON_RECORD): FORCE
+endif
+$(PYTHON_RECORD):
+	echo '$(abspath $(PY))' > $@
 
 demo: setup
 	$(TCLSH) examples/train_amp.tcl
@@ -62,18 +82,28 @@ soak: setup
 
 bench: setup
 	$(PY) bench/run.py
+	$(PY) bench/compare.py
 
-# For a system tclsh without TCLLIBPATH: a pkgIndex.tcl with absolute paths.
-install-tcl: setup
-	mkdir -p $(TCL_PKG_DIR)
-	printf '%s\n' '# tclamp, installed from $(CURDIR)' \
-	    'namespace eval ::tclamp [list variable python {$(abspath $(PY))}]' \
-	    'set dir {$(CURDIR)/src/tclamp}' \
-	    'source [file join $$dir pkgIndex.tcl]' > $(TCL_PKG_DIR)/pkgIndex.tcl
-	@echo "installed $(TCL_PKG_DIR)/pkgIndex.tcl"
+# For any tclsh, independent of this checkout: torch and tclamp (not
+# editable) in INSTALL_VENV, and its `tclamp install-tcl` writes the Tcl
+# package index to TCL_PKG_DIR.  The build uses the environment's own
+# setuptools (--no-build-isolation), so pip fetches nothing more for it.
+install-tcl: system-packages
+	@echo "== Python environment $(INSTALL_VENV)"
+	test -x $(INSTALL_VENV)/bin/python || \
+	    { $(PYTHON) -m venv $(INSTALL_VENV) && touch $(INSTALL_VENV)/.made-by-tclamp; }
+	@echo "== $(TORCH_SPEC), numpy and tclamp into $(INSTALL_VENV)"
+	$(INSTALL_VENV)/bin/python -m pip install --disable-pip-version-check "setuptools>=68" wheel "$(TORCH_SPEC)" numpy
+	$(INSTALL_VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation --no-deps .
+	$(INSTALL_VENV)/bin/tclamp install-tcl $(TCL_PKG_DIR)
 
+# Removes the index, and the environment if install-tcl made it (else
+# only tclamp from it).
 uninstall-tcl:
 	rm -rf $(TCL_PKG_DIR)
+	if [ -f $(INSTALL_VENV)/.made-by-tclamp ]; then rm -rf $(INSTALL_VENV); \
+	elif [ -x $(INSTALL_VENV)/bin/python ]; then \
+	    $(INSTALL_VENV)/bin/python -m pip uninstall -y -q tclamp; fi
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/tclamp/_bridge*.so src/tclamp/.built .pytest_cache .hypothesis
+	rm -rf $(VENV) $(PYTHON_RECORD) build src/*.egg-info src/tclamp/_bridge*.so src/tclamp/.built .pytest_cache .hypothesis

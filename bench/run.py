@@ -1,17 +1,19 @@
-"""tclamp's benchmarks: `make bench` (or python bench/run.py [--quick]).
+"""The torch:: commands against the same torch calls made from Python:
+`make bench` (or python bench/run.py [--quick]).
 
 Prints a table of ratios, each measured side by side in one process, and
-writes it to bench/RESULTS.md with the machine and versions.
+writes it to its section of bench/RESULTS.md with the machine and versions.
 """
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from results import RESULTS, machine, write_section
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -51,16 +53,6 @@ def startup(rounds):
     return {k: statistics.median(v) for k, v in results.items()}
 
 
-def versions():
-    import torch
-    tcl = subprocess.run(["tclsh"], input="puts [info patchlevel]\n", capture_output=True,
-                         text=True).stdout.strip()
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
-    return (f"{cpu}, {os.cpu_count()} cores; Linux {platform.release()}; "
-            f"Python {platform.python_version()}, Tcl {tcl}, torch {torch.__version__}")
-
-
 def table(samples, start):
     med = {k: statistics.median(v) for k, v in samples.items()}
     rows = ["| command | form | tclamp ns | Python `torch.f(...)` ns | ratio | target | met | "
@@ -97,17 +89,17 @@ def table(samples, start):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer rounds and calls")
-    parser.add_argument("--output", default=str(HERE / "RESULTS.md"))
+    parser.add_argument("--output", default=str(RESULTS))
     options = parser.parse_args()
     rounds, calls = (3, 20000) if options.quick else (7, 200000)
     samples = run_bench_tcl(rounds, calls)
     start = startup(rounds)
     text = table(samples, start)
-    header = (f"# tclamp benchmarks\n\n{time.strftime('%Y-%m-%d')}, {versions()}.\n"
+    header = (f"## The torch:: commands (bench/run.py)\n\n{machine()}.\n"
               f"{rounds} rounds of {calls} calls each, medians; every ratio is measured "
               "side by side in one process (start-up: alternating new processes).\n\n")
     print(text)
-    Path(options.output).write_text(header + text + "\n")
+    write_section("run.py", header + text, Path(options.output))
 
 
 if __name__ == "__main__":

@@ -1,35 +1,385 @@
-"""The pytest plugin runs a user's own tcltest files, case by case."""
+"""tclamp's pytest plugin on user-style tcltest files (tests/plugin_cases/,
+kept out of the project's own collection): every case its own item, nothing
+reported green that tclsh does not report green, and pytest's habits kept.
+Each test runs pytest (or tclsh) in a scratch directory, as a user would."""
+import os
+import re
+import shutil
 import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
 
-USER_TESTS = """
-package require tcltest
-namespace import ::tcltest::*
-package require tclamp
-test good {passes} {torch::autocast_get_dtype cpu} bfloat16
-test bad {fails} {torch::autocast_get_dtype cpu} float16
-test skipped {skips} -constraints nonexistent -body {} -result {}
-cleanupTests
-"""
+import pytest
 
+from conftest import ROOT, tcl_env
 
-def run_pytest(directory, *args):
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", *args],
-                          cwd=directory, capture_output=True, text=True, timeout=300)
+CASES = ROOT / "tests" / "plugin_cases"
+SHAPES_IDS = ["plain-1.1", "with space", "twice", "twice[2]", "setup-fails", "cleanup-fails",
+              "needs-gpu", "talks", "waits", "tcl: :ns", "creates-file"]
 
 
-def test_cases_become_items(tmp_path):
-    (tmp_path / "user.test").write_text(USER_TESTS)
-    r = run_pytest(tmp_path, "user.test")
-    assert "1 failed, 1 passed, 1 skipped" in r.stdout
-    assert "PASSED user.test::good" in r.stdout
-    assert "FAILED user.test::bad - ==== bad fails FAILED" in r.stdout
-    assert "---- Result was:\nbfloat16\n" in r.stdout
-    assert "SKIPPED [1]" in r.stdout and ": nonexistent" in r.stdout
+def copy_cases(directory, *names):
+    for name in names:
+        shutil.copy(CASES / name, directory / name)
 
 
-def test_error_outside_a_case_fails_the_file(tmp_path):
-    (tmp_path / "broken.test").write_text("package require tcltest\nno_such_command\n")
-    r = run_pytest(tmp_path, "broken.test")
-    assert "FAILED broken.test::<file>" in r.stdout
-    assert 'invalid command name "no_such_command"' in r.stdout
+def run_pytest(directory, *args, cache=False, env=None):
+    """pytest in directory, with the plugin (and tclamp) of this checkout
+    whichever checkout the environment has installed."""
+    options = [] if cache else ["-p", "no:cacheprovider"]
+    return subprocess.run([sys.executable, "-m", "pytest", *options, *args], cwd=directory,
+                          capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT / "src"),
+                                   **(env or {})))
+
+
+def outcomes(result):
+    """pytest's closing line as {word: count}, e.g. {"failed": 4, "passed": 6}."""
+    last = result.stdout.strip().splitlines()[-1]
+    return {("errors" if word.startswith("error") else word): int(count)
+            for count, word in re.findall(r"(\d+) (passed|failed|skipped|deselected|errors?)\b",
+                                          last)}
+
+
+def junit_cases(path):
+    """(name, outcome) for each testcase of a junit file; outcome is
+    "passed" or the tags of what it holds, e.g. "failure" or "failure+error"."""
+    suite = ElementTree.parse(path).getroot().find("testsuite")
+    return [(case.get("name"), "+".join(child.tag for child in case
+                                        if child.tag in ("failure", "skipped", "error"))
+             or "passed")
+            for case in suite.iter("testcase")]
+
+
+def tclsh_cases(directory, name, env=None):
+    """(pytest name, outcome) for each case `tclsh NAME` reports, and the run:
+    the Nth case of a repeated name becomes name[N], as the plugin names it."""
+    r = subprocess.run(["tclsh", name, "-verbose", "pass skip"], cwd=directory,
+                       capture_output=True, text=True, timeout=300, env=env)
+    cases, seen, in_failure = [], {}, False
+    for line in r.stdout.splitlines():
+        if m := re.fullmatch(r"\+\+\+\+ (.*) (PASSED|SKIPPED: .*)", line):
+            cases.append((m[1], "passed" if m[2] == "PASSED" else "skipped"))
+        elif m := re.fullmatch(r"==== (.*) FAILED", line):
+            if in_failure:   # the line that closes tcltest's failure report
+                cases.append((m[1], "failure"))
+            in_failure = not in_failure
+    named = []
+    for case_name, outcome in cases:
+        seen[case_name] = seen.get(case_name, 0) + 1
+        pytest_name = case_name.replace("::", ": :")
+        if seen[case_name] > 1:
+            pytest_name += f"[{seen[case_name]}]"
+        named.append((pytest_name, outcome))
+    return named, r
+
+
+def section(text, title):
+    """A pytest report section, from its ___ title ___ line to the next
+    section, with each "--- Captured X call ---" line written [X]."""
+    match = re.search(rf"^_+ {re.escape(title)} _+\n(.*?)(?=^_{{5,}} |^={{5,}} |^-+ generated)",
+                      text, re.M | re.S)
+    assert match, f"no section {title!r} in:\n{text}"
+    return re.sub(r"^-+ Captured (\w+) call -+$", r"[\1]", match[1], flags=re.M)
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    """One pytest run of shapes.test with -rA and a junit file."""
+    directory = tmp_path_factory.mktemp("shapes")
+    copy_cases(directory, "shapes.test")
+    result = run_pytest(directory, "-rA", "--junitxml=junit.xml", "shapes.test")
+    return directory, result
+
+
+def test_every_case_is_reported_as_tclsh_reports_it(shapes, tmp_path):
+    directory, result = shapes
+    copy_cases(tmp_path, "shapes.test")
+    expected, r = tclsh_cases(tmp_path, "shapes.test")
+    assert "shapes.test:\tTotal\t11\tPassed\t6\tSkipped\t1\tFailed\t4" in r.stdout
+    assert expected == [("plain-1.1", "passed"), ("with space", "failure"), ("twice", "passed"),
+                        ("twice[2]", "failure"), ("setup-fails", "failure"),
+                        ("cleanup-fails", "failure"), ("needs-gpu", "skipped"),
+                        ("talks", "passed"), ("waits", "passed"), ("tcl: :ns", "passed"),
+                        ("creates-file", "passed")]
+    assert junit_cases(directory / "junit.xml") == expected
+    assert outcomes(result) == {"failed": 4, "passed": 6, "skipped": 1}
+    assert result.returncode == 1
+
+
+def test_failures_show_tcltest_own_report(shapes):
+    _, result = shapes
+    assert section(result.stdout, "shapes.test: with space") == (
+        "==== with space a failing case whose name has a space FAILED\n"
+        "==== Contents of test case:\n\n    string toupper abc\n\n"
+        "---- Result was:\nABC\n"
+        "---- Result should have been (exact matching):\nabc\n"
+        "==== with space FAILED\n")
+    setup = section(result.stdout, "shapes.test: setup-fails")
+    assert setup.startswith("==== setup-fails an error in -setup fails the case; its body "
+                            "never runs FAILED\n==== Contents of test case:\n\n"
+                            "    set ::body_ran 1\n\n---- Test setup failed:\nsetup broke\n")
+    cleanup = section(result.stdout, "shapes.test: cleanup-fails")
+    assert "---- Test cleanup failed:\ncleanup broke\n" in cleanup
+    assert cleanup.endswith("==== cleanup-fails FAILED\n")
+    assert "FAILED shapes.test::twice[2] - ==== twice the second case of a repeated name " \
+           "fails FAILED" in result.stdout
+
+
+def test_case_output_is_in_its_own_report(shapes):
+    _, result = shapes
+    assert section(result.stdout, "shapes.test: talks") == (
+        "[stdout]\n"
+        "to stdout from talks\n"
+        "[stderr]\n"
+        "to stderr from talks\n")
+    assert result.stdout.count("from talks") == 2
+
+
+def test_output_reaches_the_terminal_with_s(tmp_path):
+    copy_cases(tmp_path, "shapes.test")
+    r = run_pytest(tmp_path, "-s", "-q", "shapes.test::talks")
+    assert outcomes(r) == {"passed": 1}
+    assert "to stdout from talks\n" in r.stdout and r.stderr == "to stderr from talks\n"
+
+
+def test_unmet_constraint_is_a_skip_naming_it(shapes):
+    _, result = shapes
+    line = 1 + (CASES / "shapes.test").read_text().splitlines().index(
+        "test needs-gpu {skipped: its constraint is not met} -constraints haveGpu -body {")
+    assert f"SKIPPED [1] shapes.test:{line}: tcltest constraint not met: haveGpu" in result.stdout
+
+
+def test_junit_times_are_each_case_own(shapes):
+    directory, _ = shapes
+    suite = ElementTree.parse(directory / "junit.xml").getroot().find("testsuite")
+    times = {case.get("name"): float(case.get("time")) for case in suite.iter("testcase")}
+    assert 0.25 <= times["waits"] < 5
+    # starting tclsh (seconds) is no case's time, not even the first one's
+    assert times["plain-1.1"] < 0.05 and times["tcl: :ns"] < 0.05
+
+
+def test_ids_are_listed_and_can_be_pasted_back(tmp_path):
+    copy_cases(tmp_path, "shapes.test")
+    listed = run_pytest(tmp_path, "--collect-only", "-q", "shapes.test")
+    assert listed.stdout.splitlines()[:len(SHAPES_IDS)] == [f"shapes.test::{name}"
+                                                            for name in SHAPES_IDS]
+    # pytest -v prints the same ids, a name with a dot included
+    verbose = run_pytest(tmp_path, "-v", "shapes.test")
+    assert re.findall(r"^(shapes\.test::.*?) (?:PASSED|FAILED|SKIPPED)", verbose.stdout, re.M) \
+        == [f"shapes.test::{name}" for name in SHAPES_IDS]
+    r = run_pytest(tmp_path, "-rA", "shapes.test::with space", "shapes.test::twice[2]",
+                   "shapes.test::tcl: :ns")
+    assert outcomes(r) == {"failed": 2, "passed": 1}
+    assert re.findall(r"^(PASSED|FAILED) (shapes\.test::[^-]*?)(?: - |$)", r.stdout, re.M) == [
+        ("PASSED", "shapes.test::tcl: :ns"), ("FAILED", "shapes.test::with space"),
+        ("FAILED", "shapes.test::twice[2]")]
+    # A bare name takes every case of that name, as pytest does with parameters.
+    assert outcomes(run_pytest(tmp_path, "shapes.test::twice")) == {"failed": 1, "passed": 1}
+
+
+def test_collection_runs_no_test_body(tmp_path):
+    copy_cases(tmp_path, "shapes.test")
+    r = run_pytest(tmp_path, "--collect-only", "-q", "shapes.test")
+    assert r.stdout.splitlines()[-1].startswith("11 tests collected")
+    assert not (tmp_path / "body-ran.txt").exists()
+
+
+def test_k_runs_only_the_selected_cases(tmp_path):
+    copy_cases(tmp_path, "shapes.test")
+    r = run_pytest(tmp_path, "-rA", "-k", "plain or talks or gpu", "shapes.test")
+    assert outcomes(r) == {"passed": 2, "skipped": 1, "deselected": 8}
+    assert not (tmp_path / "body-ran.txt").exists()
+    # tcltest's own count (the others skipped through -skip) agreed: no file error
+    assert "ERROR" not in r.stdout
+    r = run_pytest(tmp_path, "-k", "creates", "shapes.test")
+    assert outcomes(r) == {"passed": 1, "deselected": 10}
+    assert (tmp_path / "body-ran.txt").exists()
+
+
+def test_last_failed_reruns_exactly_the_failures(tmp_path):
+    copy_cases(tmp_path, "shapes.test")
+    assert outcomes(run_pytest(tmp_path, "shapes.test", cache=True)) == {
+        "failed": 4, "passed": 6, "skipped": 1}
+    (tmp_path / "body-ran.txt").unlink()
+    r = run_pytest(tmp_path, "-rA", "--lf", "shapes.test", cache=True)
+    assert outcomes(r) == {"failed": 4, "deselected": 7}
+    assert re.findall(r"^FAILED (shapes\.test::.*?) - ", r.stdout, re.M) == [
+        "shapes.test::with space", "shapes.test::twice[2]", "shapes.test::setup-fails",
+        "shapes.test::cleanup-fails"]
+    assert not (tmp_path / "body-ran.txt").exists()
+
+
+def test_error_outside_cases_after_they_ran_fails_the_file(tmp_path):
+    copy_cases(tmp_path, "error_after_cases.test")
+    r = run_pytest(tmp_path, "-rA", "error_after_cases.test")
+    assert outcomes(r) == {"passed": 2, "errors": 1}
+    report = section(r.stdout, "ERROR at teardown of error_after_cases.test: plain")
+    assert report.startswith(
+        "error_after_cases.test: error outside any test case: "
+        "top-level code failed after the cases\n"
+        "top-level code failed after the cases\n    while executing\n")
+    assert report.endswith(
+        "tcltest printed no Total/Passed/Skipped/Failed line: the file did not reach "
+        "tcltest::cleanupTests\n"
+        "tclsh exited with status 1\n"
+        "tcltest counted:         nothing\n"
+        "the cases' results give: Total 2  Passed 2  Skipped 0  Failed 0  "
+        "(0 skipped as not selected)\n")
+
+
+def test_exit_inside_a_case_fails_it_and_the_file(tmp_path):
+    copy_cases(tmp_path, "exit_in_case.test")
+    _, alone = tclsh_cases(tmp_path, "exit_in_case.test")
+    assert (alone.returncode, "Total" in alone.stdout) == (0, False)  # tclsh sees no problem
+    r = run_pytest(tmp_path, "-rA", "exit_in_case.test")
+    assert outcomes(r) == {"failed": 2, "passed": 1, "errors": 1}
+    assert section(r.stdout, "exit_in_case.test: quits") == (
+        "the case called exit 0\n"
+        "[stdout]\n"
+        "about to exit\n")
+    assert section(r.stdout, "exit_in_case.test: after") == (
+        "not run: the file stopped before this case (the file's failure is reported at the "
+        "end of its last case)\n")
+    assert section(r.stdout, "ERROR at teardown of exit_in_case.test: after") == (
+        "exit_in_case.test: case quits called exit 0\n"
+        "tcltest printed no Total/Passed/Skipped/Failed line: the file did not reach "
+        "tcltest::cleanupTests\n"
+        "tcltest counted:         nothing\n"
+        "the cases' results give: Total 2  Passed 1  Skipped 0  Failed 0  "
+        "(0 skipped as not selected)\n")
+
+
+def test_count_disagreeing_with_tcltest_fails_the_file(tmp_path):
+    copy_cases(tmp_path, "miscount.test")
+    r = run_pytest(tmp_path, "-rA", "miscount.test")
+    assert outcomes(r) == {"passed": 2, "errors": 1}
+    assert section(r.stdout, "ERROR at teardown of miscount.test: two") == (
+        "miscount.test: tcltest's count disagrees with the cases' results\n"
+        "tcltest counted:         Total 3  Passed 2  Skipped 0  Failed 1\n"
+        "the cases' results give: Total 2  Passed 2  Skipped 0  Failed 0  "
+        "(0 skipped as not selected)\n"
+        "---- tcltest's output outside any case:\n"
+        "miscount.test:\tTotal\t3\tPassed\t2\tSkipped\t0\tFailed\t1\n")
+
+
+def test_name_that_differs_between_collection_and_run(tmp_path):
+    copy_cases(tmp_path, "dynamic.test")
+    r = run_pytest(tmp_path, "-rA", "dynamic.test")
+    assert outcomes(r) == {"passed": 3, "failed": 1, "errors": 1}
+    assert re.findall(r"^PASSED (\S+)$", r.stdout, re.M) == [
+        "dynamic.test::size-1", "dynamic.test::size-2", "dynamic.test::counts"]
+    assert section(r.stdout, "dynamic.test: after-0") == (
+        "not run: the file did not define this case when it ran\n")
+    assert section(r.stdout, "ERROR at teardown of dynamic.test: after-0").startswith(
+        "dynamic.test: case after-1 (call 1 of that name) appeared when the file ran but not "
+        "when it was collected: it did not run\n"
+        "tcltest counted:         Total 4  Passed 3  Skipped 1  Failed 0\n"
+        "the cases' results give: Total 4  Passed 3  Skipped 1  Failed 0  "
+        "(1 skipped as not selected)\n")
+
+
+def test_files_that_fail_at_top_level_are_collection_errors(tmp_path):
+    copy_cases(tmp_path, "broken.test", "exit_at_top.test")
+    r = run_pytest(tmp_path, "broken.test", "exit_at_top.test")
+    assert outcomes(r) == {"errors": 2}
+    assert r.returncode == 2 and "Interrupted: 2 errors during collection" in r.stdout
+    assert section(r.stdout, "ERROR collecting broken.test") == (
+        'broken.test: error outside any test case while collecting: invalid command name '
+        '"no_such_command"\n'
+        "(collection runs the file's top-level code, not its cases)\n"
+        'invalid command name "no_such_command"\n    while executing\n"no_such_command"\n'
+        f'    (file "{tmp_path / "broken.test"}" line 5)\n')
+    assert section(r.stdout, "ERROR collecting exit_at_top.test") == (
+        "exit_at_top.test: the file called exit 0 while collecting, before "
+        "tcltest::cleanupTests; cases after it would never run\n")
+
+
+def test_a_users_directory_reports_what_tclsh_reports(tmp_path):
+    shutil.copytree(CASES / "user_project", tmp_path, dirs_exist_ok=True)
+    expected, alone = tclsh_cases(tmp_path, "amp.test", env=tcl_env())
+    assert "amp.test:\tTotal\t5\tPassed\t3\tSkipped\t1\tFailed\t1" in alone.stdout
+    r = run_pytest(tmp_path, "-v", "-rA", "--junitxml=junit.xml")
+    assert outcomes(r) == {"failed": 1, "passed": 4, "skipped": 1}
+    # docs/pytest.md shows this very file, and the lines pytest -v prints for it
+    page = (ROOT / "docs" / "pytest.md").read_text()
+    assert re.search(r"```tcl\n(.*?)```", page, re.S)[1] == (tmp_path / "amp.test").read_text()
+    shown = re.findall(r"^(?:amp\.test|test_model\.py)::.*\]$", page, re.M)
+    printed = {" ".join(line.split()) for line in r.stdout.splitlines()}  # widths differ
+    assert len(shown) == 6 and all(" ".join(line.split()) in printed for line in shown)
+    assert junit_cases(tmp_path / "junit.xml")[:-1] == expected == [("cpu-default-dtype", "passed"), ("cpu-enable", "passed"),
+                               ("python-output", "passed"), ("cuda-enable", "skipped"),
+                               ("cpu-wrong-dtype", "failure")]
+    assert "PASSED test_model.py::test_python_sees_the_tcl_commands" in r.stdout
+    # what Python prints lands in the case that printed it
+    assert section(r.stdout, "amp.test: python-output") == (
+        "[stdout]\n"
+        "from Tcl\nfrom Python\n")
+
+
+def test_ini_option_chooses_the_files(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "sample.test").write_text("id,value\n1,2\n")
+    (tmp_path / "tcl").mkdir()
+    copy_cases(tmp_path / "tcl", "miscount.test")
+    (tmp_path / "tcl" / "ok.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test ok {} {expr 1} 1\ncleanupTests\n")
+    r = run_pytest(tmp_path, "tcl/ok.test", "data")
+    assert outcomes(r) == {"errors": 1}
+    assert "ERROR collecting data/sample.test" in r.stdout
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntcltest_files = tcl/ok.test\n")
+    r = run_pytest(tmp_path, "-rA")
+    assert outcomes(r) == {"passed": 1}
+    assert "PASSED tcl/ok.test::ok" in r.stdout
+
+
+def test_no_tclamp_turns_the_plugin_off(tmp_path):
+    copy_cases(tmp_path, "broken.test")
+    (tmp_path / "test_python.py").write_text("def test_python():\n    assert 6 * 7 == 42\n")
+    assert outcomes(run_pytest(tmp_path)) == {"errors": 1}
+    assert outcomes(run_pytest(tmp_path, "-p", "no:tclamp")) == {"passed": 1}
+
+
+def test_tclsh_variable_names_the_tclsh(tmp_path):
+    copy_cases(tmp_path, "shapes.test")
+    r = run_pytest(tmp_path, "shapes.test", env={"TCLSH": "/nonexistent/tclsh"})
+    assert outcomes(r) == {"errors": 1}
+    assert section(r.stdout, "ERROR collecting shapes.test") == (
+        "cannot start tclsh: [Errno 2] No such file or directory: '/nonexistent/tclsh'\n")
+
+
+def run_all_tcl(test_dir):
+    """tests/all.tcl on the .test files of test_dir, with no environment."""
+    return subprocess.run(["tclsh", str(ROOT / "tests" / "all.tcl"), "-testdir", str(test_dir)],
+                          cwd=test_dir, capture_output=True, text=True, timeout=600,
+                          env={"PATH": os.environ["PATH"]})
+
+
+def test_all_tcl_exits_1_when_a_case_is_made_to_fail(tmp_path):
+    copy = tmp_path / "scoped.test"
+    shutil.copy(ROOT / "tests" / "scoped.test", copy)
+    r = run_all_tcl(tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"^all\.tcl:\tTotal\t(\d+)\tPassed\t\1\tSkipped\t0\tFailed\t0$",
+                     r.stdout, re.M)
+    text = copy.read_text()
+    end = text.rindex("cleanupTests")
+    copy.write_text(text[:end] + "test made-to-fail {} {expr 1} 2\n" + text[end:])
+    r = run_all_tcl(tmp_path)
+    assert r.returncode == 1
+    assert re.search(r"^scoped\.test:\tTotal\t\d+\tPassed\t\d+\tSkipped\t0\tFailed\t1$",
+                     r.stdout, re.M)
+    assert r.stdout.endswith("Files with failing tests or no summary: scoped.test\n")
+
+
+def test_all_tcl_exits_1_when_a_file_fails_to_load_or_stops_early(tmp_path):
+    copy_cases(tmp_path, "broken.test", "exit_in_case.test", "dynamic.test")
+    r = run_all_tcl(tmp_path)
+    assert r.returncode == 1
+    assert "broken.test: exited with status 1\n" in r.stdout
+    assert ("exit_in_case.test: printed no tcltest summary (it stopped before cleanupTests)\n"
+            in r.stdout)
+    assert "all.tcl:\tTotal\t4\tPassed\t4\tSkipped\t0\tFailed\t0\nRan 3 test files.\n" in r.stdout
+    assert r.stdout.endswith(
+        "Files with failing tests or no summary: broken.test, exit_in_case.test\n")

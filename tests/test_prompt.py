@@ -1,20 +1,33 @@
-"""The interactive prompt, driven through a pseudo-terminal."""
+"""The tclamp command: its prompt, driven through a pseudo-terminal, and its
+script mode, held against a plain tclsh running the same script."""
 import os
+import platform
+import signal
+import subprocess
 import sys
+import time
 
 import pexpect
 import pytest
+import torch
 
-from conftest import ROOT
+from conftest import ROOT, tcl_env
+
+VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
+
+
+def spawn(home, *args):
+    env = dict(os.environ, HOME=str(home), TERM="dumb")
+    child = pexpect.spawn(sys.executable, ["-m", "tclamp", *args], env=env, cwd=str(home),
+                          encoding="utf-8", timeout=60, dimensions=(24, 200))
+    child.expect_exact("exit or Ctrl-D to leave")
+    child.expect_exact("% ")
+    return child
 
 
 @pytest.fixture
 def prompt(tmp_path):
-    env = dict(os.environ, HOME=str(tmp_path), TERM="dumb")
-    child = pexpect.spawn(sys.executable, ["-m", "tclamp"], env=env, cwd=str(tmp_path),
-                          encoding="utf-8", timeout=60, dimensions=(24, 200))
-    child.expect_exact("exit or Ctrl-D to leave")
-    child.expect_exact("% ")
+    child = spawn(tmp_path)
     yield child
     child.close(force=True)
 
@@ -24,6 +37,33 @@ def run(child, line):
     child.sendline(line)
     child.expect_exact("% ")
     return child.before.replace("\r\n", "\n").split("\n", 1)[1].strip()
+
+
+def interrupt(child, line):
+    """Starts a command, presses Ctrl-C a second later; what it printed and
+    how long the prompt took to come back."""
+    child.sendline(line)
+    child.expect_exact(line)
+    time.sleep(1)
+    pressed = time.monotonic()
+    child.sendintr()
+    child.expect_exact("% ")
+    return child.before.replace("\r\n", "\n").strip(), time.monotonic() - pressed
+
+
+def test_banner_shows_tclamp_info(tmp_path):
+    env = dict(os.environ, HOME=str(tmp_path), TERM="dumb")
+    child = pexpect.spawn(sys.executable, ["-m", "tclamp"], env=env, encoding="utf-8",
+                          timeout=60, dimensions=(24, 200))
+    child.expect_exact("% ")
+    devices = torch.cuda.device_count()
+    cuda = f"CUDA: {devices} device{'s' * (devices != 1)}" if devices else "no CUDA"
+    tcl_version = subprocess.run(["tclsh"], input="puts [info patchlevel]", text=True,
+                                 capture_output=True).stdout.strip()
+    assert child.before.strip() == (
+        f"tclamp {VERSION} (Tcl {tcl_version}, Python {platform.python_version()}, "
+        f"torch {torch.__version__}, {cuda}); exit or Ctrl-D to leave")
+    child.close(force=True)
 
 
 def test_command_result(prompt):
@@ -58,6 +98,36 @@ def test_tab_completes_namespaces(prompt):
     prompt.expect_exact("0")
 
 
+def test_tab_completes_ensemble_subcommands(prompt):
+    prompt.send("py e\t\t")             # two matches: the second Tab lists them
+    prompt.expect(r"eval\s+exec")
+    prompt.send("v\t")
+    prompt.expect_exact("py eval")
+    prompt.sendline(" 6*7")
+    prompt.expect_exact("42")
+    prompt.expect_exact("% ")
+    prompt.send("string rev\t")         # Tcl's own ensembles too
+    prompt.expect_exact("string reverse")
+    prompt.sendline(" abc")
+    prompt.expect_exact("cba")
+    prompt.expect_exact("% ")
+
+
+def test_tab_completes_variables(prompt):
+    run(prompt, "set name_alpha 1; set name_beta 2")
+    prompt.send("puts $name_a\t")
+    prompt.expect_exact("puts $name_alpha")
+    prompt.sendline("")
+    prompt.expect_exact("1")
+    prompt.expect_exact("% ")
+    run(prompt, "namespace eval ::demo {variable level 7}")
+    prompt.send("puts $::demo::le\t")
+    prompt.expect_exact("$::demo::level")
+    prompt.sendline("")
+    prompt.expect_exact("7")
+    prompt.expect_exact("% ")
+
+
 def test_error_prints_message_not_traceback(prompt):
     out = run(prompt, "torch::autocast_enable gpu")
     assert out == "Invalid parameters. Device type: cuda or cpu. Dtype: float16, bfloat16, or float32"
@@ -67,34 +137,125 @@ def test_error_prints_message_not_traceback(prompt):
 
 
 def test_traceback_option(tmp_path):
-    env = dict(os.environ, HOME=str(tmp_path), TERM="dumb")
-    child = pexpect.spawn(sys.executable, ["-m", "tclamp", "--traceback"], env=env,
-                          encoding="utf-8", timeout=60)
-    child.expect_exact("% ")
+    child = spawn(tmp_path, "--traceback")
     child.sendline("py eval 1/0")
     child.expect_exact("Python traceback (most recent call last):")
     child.expect_exact("% ")
     child.close(force=True)
 
 
-def test_exit_and_history(prompt, tmp_path):
+def test_exit_cannot_be_caught_and_history_is_kept(prompt, tmp_path):
     run(prompt, "set remembered 1")
-    prompt.sendline("exit 3")
+    prompt.sendline("catch {exit 3}; puts {still here}")
     prompt.expect(pexpect.EOF)
     prompt.close()
+    assert prompt.before.replace("\r\n", "\n") == "catch {exit 3}; puts {still here}\n"
     assert prompt.exitstatus == 3
     assert "set remembered 1" in (tmp_path / ".tclamp_history").read_text()
+
+
+def test_exit_reads_its_code_as_tcl_does(prompt):
+    assert run(prompt, "exit foo") == 'expected integer but got "foo"'
+    assert run(prompt, "exit 1 2") == 'wrong # args: should be "exit ?returnCode?"'
+    assert run(prompt, "set errorCode") == "TCL WRONGARGS"
+    prompt.sendline("exit 0x10")
+    prompt.expect(pexpect.EOF)
+    prompt.close()
+    assert prompt.exitstatus == 16
+
+
+def test_ctrl_c_stops_a_tcl_loop_and_a_vwait(prompt):
+    run(prompt, "set n 0")
+    out, took = interrupt(prompt, "while 1 {incr n}")
+    assert out == "^Cinterrupted" and took < 5
+    assert int(run(prompt, "set n")) > 0
+    out, took = interrupt(prompt, "catch {vwait forever}; puts {not reached}")
+    assert out == "^Cinterrupted" and took < 5
+    out, _ = interrupt(prompt, "py exec {while True: pass}")
+    assert out == "^Cinterrupted"
+    assert run(prompt, "expr {6 * 7}") == "42"          # the interpreter goes on
+
+
+def test_ctrl_c_at_the_prompt_drops_the_lines_typed(prompt):
+    prompt.sendline("set unfinished {")
+    prompt.expect_exact("> ")
+    prompt.sendintr()
+    prompt.expect_exact("% ")
+    assert run(prompt, "info exists unfinished") == "0"
+
+
+def test_rc_file_is_read_first(tmp_path):
+    (tmp_path / ".tclamprc").write_text("set from_rc 42\nproc greet {} {return hello}\n")
+    child = spawn(tmp_path)
+    assert run(child, "greet") == "hello"
+    assert run(child, "set from_rc") == "42"
+    assert run(child, "set tcl_rcFileName") == str(tmp_path / ".tclamprc")
+    child.close(force=True)
+
+
+def test_rc_file_error_is_shown_and_the_prompt_starts(tmp_path):
+    (tmp_path / ".tclamprc").write_text("set ok 1\nno_such_command\n")
+    env = dict(os.environ, HOME=str(tmp_path), TERM="dumb")
+    child = pexpect.spawn(sys.executable, ["-m", "tclamp"], env=env, encoding="utf-8",
+                          timeout=60, dimensions=(24, 200))
+    child.expect_exact("exit or Ctrl-D to leave")
+    child.expect_exact("% ")
+    assert child.before.replace("\r\n", "\n").strip() == (
+        'invalid command name "no_such_command"\n    while executing\n"no_such_command"\n'
+        f'    (file "{tmp_path / ".tclamprc"}" line 2)')
+    assert run(child, "set ok") == "1"
+    child.close(force=True)
 
 
 def test_script_mode(tmp_path):
     script = tmp_path / "s.tcl"
     script.write_text("puts [torch::autocast_enable cpu]\nputs $argv\nexit 5\n")
-    child = pexpect.spawn(sys.executable, ["-m", "tclamp", str(script), "a", "b"],
-                          encoding="utf-8", timeout=60, cwd=str(ROOT))
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.before.split() == ["autocast", "enabled", "a", "b"]
-    assert child.exitstatus == 5
+    r = subprocess.run([sys.executable, "-m", "tclamp", str(script), "a", "--traceback"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.stdout.split() == ["autocast", "enabled", "a", "--traceback"]
+    assert r.returncode == 5
+
+
+SCRIPTS = {
+    "error": 'puts before\nproc f {x} {\n    nosuch $x\n}\nf 1\nputs after\n',
+    "caught_exit": "puts [catch {exit 3}]\nputs after\n",
+    "exit_code": "exit 0x10\n",
+    "bad_exit": "exit foo\n",
+    "falls_off": "puts done\n",
+}
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_script_ends_as_in_tclsh(tmp_path, name):
+    """The same script, run by tclsh and by tclamp: the same output, the same
+    errorInfo with file and line, the same exit status."""
+    script = tmp_path / f"{name}.tcl"
+    script.write_text(SCRIPTS[name])
+    by_tclsh = subprocess.run(["tclsh", script.name], capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp", script.name],
+                               capture_output=True, text=True, cwd=tmp_path)
+    assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
+        (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode)
+
+
+def test_ctrl_c_ends_a_script_as_a_shell_reports_it(tmp_path):
+    (tmp_path / "loop.tcl").write_text("puts started\nflush stdout\nwhile 1 {}\n")
+    child = subprocess.Popen([sys.executable, "-m", "tclamp", "loop.tcl"], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "started\n"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
+
+
+def test_a_script_named_install_tcl(tmp_path):
+    (tmp_path / "install-tcl").write_text("puts [list ran $argv0 $argv]\n")
+    for words in (["--", "install-tcl", "x"], ["./install-tcl", "x"]):
+        r = subprocess.run([sys.executable, "-m", "tclamp", *words], capture_output=True,
+                           text=True, cwd=tmp_path)
+        assert (r.stdout, r.returncode) == (f"ran {words[-2]} x\n", 0)
 
 
 def test_plain_interactive_tclsh_prints_the_version(tmp_path):
@@ -105,7 +266,7 @@ def test_plain_interactive_tclsh_prints_the_version(tmp_path):
     child = pexpect.spawn("tclsh", env=env, cwd=str(tmp_path), encoding="utf-8", timeout=60)
     child.expect_exact("% ")
     child.sendline("package require tclamp")
-    child.expect_exact("0.1.0")
+    child.expect_exact(VERSION)
     child.expect_exact("% ")
     child.sendline("torch::autocast_set_dtype float16 cuda extra_arg")
     child.expect_exact("Usage: torch::autocast_set_dtype dtype [device_type]")

@@ -44,30 +44,42 @@ def is_number(word):
         return False
 
 
+PRIMARY_FLAG = {"device": "-device_type", "dtype": "-dtype"}
+
+
 def oracle(command, args, state):
-    """(result, new state) or ("error", message) per the documented rules."""
+    """(result, new state) or ("error", (message, errorCode words)) per the
+    documented rules: the errorCode names the option as written, or a
+    positional argument's first flag, and the offending value."""
     positional, flags, usage, invalid = SPECS[command]
-    values = {}
+    values, written = {}, {}
     named = bool(args) and args[0].startswith("-") and not is_number(args[0])
     if named:
         for i in range(0, len(args), 2):
             if i + 1 == len(args):
-                return "error", "Missing value for parameter"
+                return "error", ("Missing value for parameter",
+                                 ["TCLAMP", "MISSING_VALUE", args[i]])
             if args[i] not in flags:
                 return "error", (f"Unknown parameter: {args[i]}. Valid parameters are: "
-                                 + ", ".join(flags))
+                                 + ", ".join(flags),
+                                 ["TCLAMP", "UNKNOWN_OPTION", args[i], args[i + 1]])
             values[flags[args[i]]] = args[i + 1]
+            written[flags[args[i]]] = args[i]
     else:
         if len(args) > len(positional):
-            return "error", usage
+            return "error", (usage, ["TCLAMP", "USAGE"])
         values = dict(zip(positional, args))
     if command == "autocast_set_dtype" and not values.get("dtype"):
         return "error", ("Missing required dtype parameter. Valid dtypes: float16, bfloat16, float32"
-                         if named else "Missing required dtype parameter")
+                         if named else "Missing required dtype parameter",
+                         ["TCLAMP", "MISSING_ARGUMENT", "-dtype"])
     device = values.get("device", "cuda")
     dtype = values.get("dtype")
-    if device not in DEVICES or (dtype is not None and dtype not in DTYPES):
-        return "error", invalid
+    bad = {"device": device not in DEVICES, "dtype": dtype is not None and dtype not in DTYPES}
+    for name in positional:             # the declared order
+        if bad[name]:
+            return "error", (invalid, ["TCLAMP", "INVALID_VALUE",
+                                       written.get(name, PRIMARY_FLAG[name]), values[name]])
     state = dict(state)
     enabled, current = state[device]
     if command == "autocast_enable":
@@ -121,8 +133,9 @@ def test_commands_match_the_oracle(interp, command, camel, args, start):
         result = interp.call(name, *args)
     except TclError as error:
         assert expected == "error", f"{name} {args!r} failed: {error.result}"
-        assert error.result == detail
-        assert error.errorcode.startswith("TCLAMP ")
+        message, code = detail
+        assert error.result == message
+        assert error.errorcode == interp.call("list", *code)
         assert torch_state() == before
     else:
         assert expected != "error", f"{name} {args!r} should fail with {detail!r}"
@@ -130,26 +143,57 @@ def test_commands_match_the_oracle(interp, command, camel, args, start):
         assert torch_state() == detail
 
 
+# How many words follow the kind in a usage error's errorCode.
+DETAILS = {"USAGE": 0, "MISSING_VALUE": 1, "MISSING_ARGUMENT": 1, "INVALID_VALUE": 2,
+           "INVALID_HANDLE": 2, "UNKNOWN_OPTION": 2}
+
+
+FP32_SETTINGS = [("generic", "all"), ("cuda", "all"), ("cuda", "matmul"), ("cuda", "conv"),
+                 ("cuda", "rnn"), ("mkldnn", "all"), ("mkldnn", "matmul"), ("mkldnn", "conv"),
+                 ("mkldnn", "rnn")]
+
+
+FP32_START = {pair: torch._C._get_fp32_precision_getter(*pair) for pair in FP32_SETTINGS}
+
+
+def fp32_precisions():
+    return tuple(torch._C._get_fp32_precision_getter(*pair) for pair in FP32_SETTINGS)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(command=st.sampled_from(["autocast", "autocast_status", "autocast_clear_cache",
                                 "set_float32_matmul_precision", "get_float32_matmul_precision",
+                                "set_fp32_precision", "get_fp32_precision",
                                 "grad_scaler_new", "grad_scaler_get_scale", "grad_scaler_step",
-                                "grad_scaler_update", "grad_scaler_free"]),
+                                "grad_scaler_update", "grad_scaler_state_dict",
+                                "grad_scaler_load_state_dict", "grad_scaler_free"]),
        args=st.lists(WORDS, max_size=6))
 def test_other_commands_fail_cleanly(interp, command, args):
     """Any argument list: a result, or a TCLAMP usage error that changes
-    nothing (the block's body here only sets a variable)."""
-    before = (torch_state(), torch.is_autocast_cache_enabled(), torch.get_float32_matmul_precision())
+    nothing (the block's body here only sets a variable), whose errorCode
+    has the documented shape: an option the command has, or a word of the
+    call, and the value as given."""
+    before = (torch_state(), torch.is_autocast_cache_enabled(),
+              torch.get_float32_matmul_precision(), fp32_precisions())
     interp.call("set", "ran", 0)
     if command == "autocast":
         args = [*args, "set ran 1"]
     try:
         interp.call(f"::torch::{command}", *args)
     except TclError as error:
-        assert error.errorcode.split()[0] == "TCLAMP", (args, error.result, error.errorcode)
+        code = [interp.call("lindex", error.errorcode, i)
+                for i in range(int(interp.call("llength", error.errorcode)))]
+        assert code[0] == "TCLAMP", (args, error.result, error.errorcode)
+        assert len(code) == 2 + DETAILS[code[1]], code
+        if code[1] in ("MISSING_VALUE", "UNKNOWN_OPTION"):
+            assert code[2] in args
+        elif code[1] != "USAGE":
+            assert code[2].startswith("-")
         assert (torch_state(), torch.is_autocast_cache_enabled(),
-                torch.get_float32_matmul_precision()) == before
+                torch.get_float32_matmul_precision(), fp32_precisions()) == before
         assert interp.eval("set ran") == "0"
     finally:
         torch.set_float32_matmul_precision("highest")
+        for pair, precision in FP32_START.items():
+            torch._C._set_fp32_precision_setter(*pair, precision)
         interp.eval("foreach h [info commands ::py::obj*] {py release $h}")

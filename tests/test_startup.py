@@ -1,8 +1,19 @@
 """tclamp with Tcl as the host: a plain tclsh, started the way users do."""
+import glob
+import importlib.metadata
+import os
+import re
+import shutil
+import subprocess
 import sys
 import tomllib
 
-from conftest import ROOT, run_tclsh
+import pytest
+
+import tclamp
+from conftest import ROOT
+
+VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 
 
 def test_pipe_prints_result_and_nothing_on_stderr(tclsh):
@@ -10,10 +21,22 @@ def test_pipe_prints_result_and_nothing_on_stderr(tclsh):
     assert (r.returncode, r.stdout, r.stderr) == (0, "2\n", "")
 
 
-def test_version_matches_project(tclsh):
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    r = tclsh("puts [package require tclamp]\n")
-    assert r.stdout == version + "\n"
+def test_one_version_everywhere(tclsh):
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"file": "src/tclamp/VERSION"}
+    assert re.fullmatch(r"\d+\.\d+\.\d+", VERSION)
+    assert tclamp.__version__ == importlib.metadata.version("tclamp") == VERSION
+    r = tclsh("puts [package require tclamp]\nputs [package present tclamp]\n"
+              "puts [dict get [tclamp::info] tclamp_version]\n")
+    assert r.stdout.split() == [VERSION] * 3
+    cli = subprocess.run([sys.executable, "-m", "tclamp", "--version"], capture_output=True,
+                         text=True, check=True)
+    assert cli.stdout == f"tclamp {VERSION}\n"
+    written = [path for path in [ROOT / "pyproject.toml", ROOT / "setup.py",
+                                 *ROOT.glob("src/tclamp/*.py"), *ROOT.glob("src/tclamp/*.tcl"),
+                                 *ROOT.glob("tcl/*.tcl")] if VERSION in path.read_text()]
+    assert written == []
 
 
 def test_uses_checkout_environment_with_torch(tclsh):
@@ -32,14 +55,112 @@ def test_tclamp_python_selects_environment(tclsh):
     assert r.stdout.strip() == sys.executable
 
 
+CHECK = ("puts [catch {package require tclamp} m o]\nputs $m\nputs [dict get $o -errorcode]\n"
+         "puts [info loaded]\nputs alive\n")
+
+
 def test_tclamp_python_without_torch_is_a_tcl_error(tclsh):
     # The base interpreter of the virtual environment has no torch.
-    r = tclsh("puts [catch {package require tclamp} m]\nputs $m\nputs alive\n",
+    r = tclsh(CHECK, TCLAMP_PYTHON=sys._base_executable)
+    assert r.stdout.splitlines() == [
+        "1", f"the Python at {sys._base_executable} has no torch (install it there)",
+        "TCLAMP PYTHON_START", "", "alive"]
+    assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_a_failed_check_starts_nothing_and_tcl_can_try_again(tclsh):
+    r = tclsh("catch {package require tclamp}\nputs [info loaded]\n"
+              f"set env(TCLAMP_PYTHON) {{{sys.executable}}}\n"
+              "puts [package require tclamp]\nputs [torch::autocast_get_dtype cpu]\n",
               TCLAMP_PYTHON=sys._base_executable)
-    lines = r.stdout.splitlines()
-    assert lines[0] == "1"
-    assert "No module named 'torch'" in lines[1]
-    assert lines[-1] == "alive" and r.returncode == 0
+    assert r.stdout.splitlines() == ["", VERSION, "bfloat16"]
+
+
+def other_python():
+    """A Python of another minor version than this one, or None."""
+    found = glob.glob(os.path.expanduser("~/.pyenv/versions/*/bin/python3.*[0-9]"))
+    found += filter(None, (shutil.which(f"python3.{minor}") for minor in range(8, 16)))
+    for python in found:
+        if not python.endswith(f"python{sys.version_info[0]}.{sys.version_info[1]}"):
+            return python
+    return None
+
+
+def test_tclamp_python_of_another_version_is_named(tclsh):
+    python = other_python()
+    if python is None:
+        pytest.skip("no Python of another version on this machine")
+    version = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    built = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    r = tclsh(CHECK, TCLAMP_PYTHON=python)
+    assert r.stdout.splitlines() == [
+        "1", f"tclamp: the Python at {python} is {version}, but this tclamp was built for "
+             f"Python {built}: set TCLAMP_PYTHON to a Python {built} that has torch, or "
+             "install tclamp into the Python you want",
+        "TCLAMP PYTHON_START", "", "alive"]
+
+
+def test_tclamp_python_that_is_no_python(tclsh, tmp_path):
+    talker = tmp_path / "talker"
+    talker.write_text("#!/bin/sh\necho 'hello from a shell script'\n")
+    talker.chmod(0o755)
+    quiet = shutil.which("true")
+    expected = {
+        str(tmp_path): f'tclamp: cannot start Python: "{tmp_path}" is a directory, '
+                       "not a python executable",
+        str(talker): f'tclamp: cannot start Python: "{talker}" is not a Python interpreter '
+                     "(hello from a shell script)",
+        quiet: f'tclamp: cannot start Python: "{quiet}" is not a Python interpreter '
+               "(it printed nothing)",
+        str(ROOT / "README.md"): f'tclamp: cannot start Python: "{ROOT / "README.md"}" '
+                                 "is not an executable file",
+    }
+    for python, message in expected.items():
+        r = tclsh(CHECK, TCLAMP_PYTHON=python)
+        assert r.stdout.splitlines() == ["1", message, "TCLAMP PYTHON_START", "", "alive"]
+
+
+def test_package_forget_then_require_again(tclsh):
+    r = tclsh("package require tclamp\ntorch::autocast_enable cpu float16\n"
+              "package forget tclamp\nputs [catch {package present tclamp}]\n"
+              "puts [package require tclamp]\nputs [package present tclamp]\n"
+              "puts [torch::autocast_get_dtype cpu]\nputs [llength [info loaded]]\n")
+    assert r.stdout.splitlines() == ["1", VERSION, VERSION, "float16", "1"]
+
+
+def test_scanning_for_packages_only_declares_tclamp(tclsh):
+    """Tcl sources every pkgIndex.tcl on its path when a package is missing:
+    tclamp's index then runs nothing but `package ifneeded`."""
+    r = tclsh("catch {package require no_such_package}\n"
+              "puts [package versions tclamp]\nputs [namespace exists ::tclamp]\n"
+              "puts [llength [info loaded]]\nputs [info exists dir]\n")
+    assert r.stdout.splitlines() == [VERSION, "0", "0", "0"]
+
+
+def fake_checkout(tmp_path):
+    """A checkout's layout, sharing this checkout's package."""
+    checkout = tmp_path / "checkout"
+    (checkout / "tcl").mkdir(parents=True)
+    (checkout / "src").mkdir()
+    (checkout / "src" / "tclamp").symlink_to(ROOT / "src" / "tclamp")
+    shutil.copy(ROOT / "tcl" / "pkgIndex.tcl", checkout / "tcl")
+    return checkout
+
+
+def test_checkout_index_starts_the_recorded_python(tclsh, tmp_path):
+    """`make VENV=...` records its environment's python in tcl/python-path."""
+    checkout = fake_checkout(tmp_path)
+    recorded = checkout / "tcl" / "python-path"
+    recorded.write_text(f"{tmp_path}/elsewhere/bin/python\n")
+    r = tclsh(CHECK, TCLLIBPATH=str(checkout / "tcl"))
+    assert r.stdout.splitlines()[:3] == [
+        "1", f'tclamp: cannot start Python: "{tmp_path}/elsewhere/bin/python" is not an '
+             "executable file", "TCLAMP PYTHON_START"]
+    recorded.write_text(sys.executable + "\n")
+    r = tclsh("package require tclamp\npy import sys\nputs $::tclamp::python\n"
+              "puts [py eval sys.executable]\n", TCLLIBPATH=str(checkout / "tcl"))
+    assert r.stdout.splitlines() == [sys.executable, sys.executable]
 
 
 def test_failed_startup_is_an_error_and_tclsh_goes_on(tclsh):
@@ -81,23 +202,20 @@ def test_lappend_auto_path_works_too(tclsh):
     assert r.stdout == "bfloat16\n"
 
 
-def test_all_tcl_runs_the_tcltest_files_without_pytest(tclsh):
-    r = tclsh(f"set argv {{-file autocast.test}}\nsource {ROOT / 'tests' / 'all.tcl'}\n",
-              TCLAMP_PYTHON=sys.executable)
-    assert "Failed\t0" in r.stdout and "Passed\t1" in r.stdout
-
-
-def test_install_tcl_for_a_system_tclsh(tmp_path):
+def test_all_tcl_runs_the_tcltest_files_without_pytest(tmp_path):
+    """`tclsh tests/all.tcl` as the README says, with no environment at all:
+    every .test file runs to its summary, and the totals add up."""
+    import re
+    import shutil
     import subprocess
-    target = tmp_path / "lib" / "tclamp"
-    subprocess.run(["make", "-s", "install-tcl", f"TCL_PKG_DIR={target}", f"PY={sys.executable}"],
-                   cwd=ROOT, check=True, capture_output=True)
-    r = run_tclsh(f"lappend auto_path {tmp_path / 'lib'}\nputs [package require tclamp]\n"
-                  "puts [torch::autocast_get_dtype cpu]\n", tmp_path, TCLLIBPATH="")
-    assert r.stdout.split() == [tclamp_version(), "bfloat16"]
-    subprocess.run(["make", "-s", "uninstall-tcl", f"TCL_PKG_DIR={target}"], cwd=ROOT, check=True)
-    assert not target.exists()
-
-
-def tclamp_version():
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    r = subprocess.run([shutil.which("tclsh"), str(ROOT / "tests" / "all.tcl")], cwd=tmp_path,
+                       env={}, capture_output=True, text=True, timeout=900)
+    summaries = re.findall(r"^(\S+):\tTotal\t(\d+)\tPassed\t(\d+)\tSkipped\t(\d+)\tFailed\t(\d+)$",
+                           r.stdout, re.M)
+    files = sorted(path.name for path in (ROOT / "tests").glob("*.test"))
+    assert [summary[0] for summary in summaries] == files + ["all.tcl"], r.stdout + r.stderr
+    counts = [[int(n) for n in summary[1:]] for summary in summaries]
+    assert counts[-1] == [sum(column) for column in zip(*counts[:-1])]
+    total, passed, skipped, failed = counts[-1]
+    assert (failed, total) == (0, passed + skipped)
+    assert r.stdout.endswith(f"Ran {len(files)} test files.\n") and r.returncode == 0

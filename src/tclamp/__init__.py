@@ -15,7 +15,7 @@ from . import _bridge  # noqa: E402
 from .bridge import SHUTDOWN_STEPS, tcl  # noqa: E402
 from .errors import TclError, UsageError, describe_error  # noqa: E402
 
-__version__ = "0.1.0"
+__version__ = (PACKAGE_DIR / "VERSION").read_text().strip()   # written there only
 __all__ = ["Interp", "TclError", "UsageError", "tcl", "__version__"]
 
 Interp = _bridge.Interp

@@ -4,6 +4,13 @@ A command takes its parameters either positionally, in declared order, or,
 when the first argument starts with "-", as flag/value pairs in any order
 (the last of a repeated flag wins).  Every failure raises UsageError with
 the command's documented text before anything is changed.
+
+The errorCode names what was wrong after the kind: `INVALID_VALUE`,
+`INVALID_HANDLE` and `UNKNOWN_OPTION` add the option and its value,
+`MISSING_VALUE` the option left without one, `MISSING_ARGUMENT` the absent
+parameter.  An option is named as the call wrote it; a positional argument
+by its parameter's first flag (`-device_type`).  `USAGE` adds nothing: no
+one word is at fault.
 """
 from dataclasses import dataclass, field
 
@@ -22,6 +29,7 @@ class Param:
     convert: object = None        # str -> value; ValueError means invalid
     invalid: str = ""             # message for a bad value ("" = the command's)
     named_only: bool = False      # given only as -flag value
+    empty_ok: bool = False        # "" is a value (an empty dict), not an absence
 
     @property
     def required(self):
@@ -34,6 +42,8 @@ class Signature:
     usage: str                    # too many positional arguments
     invalid: str = ""             # a value that is not valid
     missing: tuple = ("", "")     # a required value absent: (positional, named)
+    check: object = None          # values -> None, or (parameter name, message)
+                                  # for values that are valid alone, not together
     by_flag: dict = field(init=False, compare=False)
     flag_list: str = field(init=False, compare=False)
     positional: tuple = field(init=False, compare=False)
@@ -44,36 +54,45 @@ class Signature:
                            tuple(p.name for p in self.params if not p.named_only))
         object.__setattr__(self, "flag_list", ", ".join(f for p in self.params for f in p.flags))
 
-    def unknown(self, flag):
+    def unknown(self, flag, word):
         return UsageError("UNKNOWN_OPTION",
-                          f"Unknown parameter: {flag}. Valid parameters are: {self.flag_list}")
+                          f"Unknown parameter: {flag}. Valid parameters are: {self.flag_list}",
+                          word_of(flag), word_of(word))
 
     def parse(self, args):
         """The parameters' values by name, converted and validated."""
         if args and not self.params:
             raise UsageError("USAGE", self.usage)
         named = bool(args) and is_flag(args[0])
+        words, flags = {}, {}               # by parameter name
         if named:
-            words = {}
             for i in range(0, len(args), 2):
                 if i + 1 == len(args):
-                    raise UsageError("MISSING_VALUE", MISSING_VALUE)
+                    raise UsageError("MISSING_VALUE", MISSING_VALUE, word_of(args[i]))
                 param = self.by_flag.get(args[i]) if isinstance(args[i], str) else None
                 if param is None:
-                    raise self.unknown(args[i])
-                words[param.name] = args[i + 1]
+                    raise self.unknown(args[i], args[i + 1])
+                words[param.name], flags[param.name] = args[i + 1], args[i]
         else:
             if len(args) > len(self.positional):
                 raise UsageError("USAGE", self.usage)
             words = dict(zip(self.positional, args))
         for param in self.params:
             word = words.get(param.name)    # str, or a handle's object
-            if param.required and (word is None or isinstance(word, str) and word == ""):
-                raise UsageError("MISSING_ARGUMENT", self.missing[named])
-        return {p.name: self.value(p, words[p.name]) if p.name in words else p.default
-                for p in self.params}
+            if param.required and (word is None or word == "" and not param.empty_ok):
+                raise UsageError("MISSING_ARGUMENT", self.missing[named], param.flags[0])
+        values = {p.name: self.value(p, words[p.name], flags.get(p.name, p.flags[0]))
+                  if p.name in words else p.default
+                  for p in self.params}
+        refusal = self.check(values) if self.check else None
+        if refusal:
+            name, message = refusal
+            param = next(p for p in self.params if p.name == name)
+            raise UsageError("INVALID_VALUE", message, flags.get(name, param.flags[0]),
+                             word_of(words.get(name, "")))
+        return values
 
-    def value(self, param, word):
+    def value(self, param, word, flag):
         try:
             if param.choices is not None:
                 if isinstance(param.choices, dict):
@@ -83,7 +102,16 @@ class Signature:
                 raise KeyError(word)
             return param.convert(word) if param.convert else word
         except (KeyError, TypeError, ValueError):
-            raise UsageError("INVALID_VALUE", param.invalid or self.invalid) from None
+            raise UsageError("INVALID_VALUE", param.invalid or self.invalid,
+                             flag, word_of(word)) from None
+        except UsageError as error:         # a converter's own kind and text
+            raise UsageError(error.kind, error.message, flag, word_of(word)) from None
+
+
+def word_of(value):
+    """How a value reads in an errorCode: a word as given; an object (a
+    handle's) as its Python type in angle brackets, e.g. <SGD>."""
+    return value if isinstance(value, str) else f"<{type(value).__name__}>"
 
 
 def is_flag(word):

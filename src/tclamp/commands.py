@@ -1,7 +1,7 @@
 """Registration: every declared torch:: command, under both its names."""
 import torch
 
-from . import autocast, precision, scaler
+from . import autocast, info, precision, scaler
 
 
 def all_commands():
@@ -17,3 +17,8 @@ def register(interp):
         parser = command.parser()
         for name in dict.fromkeys((command.name, command.camel)):
             interp.create_command(f"::torch::{name}", parser, planned=True)
+    # So that `namespace import torch::*` brings them all in.
+    interp.call("namespace", "eval", "::torch", "namespace", "export",
+                *dict.fromkeys(name for command in all_commands()
+                               for name in (command.name, command.camel)))
+    interp.create_command("::tclamp::info", info.COMMAND.parser(), planned=True)

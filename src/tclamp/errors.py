@@ -25,12 +25,14 @@ class TclError(Exception):
 
 class UsageError(Exception):
     """A command called wrongly: message is the documented text, and the
-    Tcl errorCode is `TCLAMP <kind>`."""
+    Tcl errorCode is `TCLAMP <kind> ?detail ...?`, the details naming the
+    offending option and value (see arguments.py)."""
 
-    def __init__(self, kind, message):
+    def __init__(self, kind, message, *details):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.details = details
 
 
 def user_frames(tb):
@@ -48,7 +50,7 @@ def describe_error(exc):
     `exc` becomes: the C bridge calls this for every exception it hands to
     Tcl, and Tcl's errorInfo becomes the message followed by the tail."""
     if isinstance(exc, UsageError):
-        return exc.message, ("TCLAMP", exc.kind), None
+        return exc.message, ("TCLAMP", exc.kind, *exc.details), None
     frames = user_frames(exc.__traceback__)
     if isinstance(exc, TclError):
         tail = exc.errorinfo.removeprefix(exc.result)

@@ -1,20 +1,12 @@
-# tclamp: the bridge beside this file is both the Tcl extension and the
-# Python module.  Python starts from $env(TCLAMP_PYTHON) if set, else from
-# ::tclamp::python, which defaults to the environment tclamp is installed in.
-package ifneeded tclamp 0.1.0 [list apply {{dir} {
-    if {![info exists ::tclamp::python]} {
-        foreach candidate [list [file join $dir .. .. .venv bin python] \
-                               [file join $dir .. .. .. .. bin python]] {
-            if {[file executable $candidate]} {
-                namespace eval ::tclamp [list variable python [file normalize $candidate]]
-                break
-            }
-        }
-    }
-    set bridge [glob -nocomplain -directory $dir _bridge*[info sharedlibextension]]
-    if {[llength $bridge] != 1} {
-        return -code error -errorcode {TCLAMP NOT_BUILT} \
-            "tclamp: expected one built bridge in $dir, found [llength $bridge] (run: make setup)"
-    }
-    load [lindex $bridge 0] Tclamp
-}} $dir]
+# tclamp, beside its bridge: the directory `tclamp --tcl-dir` prints for
+# auto_path or TCLLIBPATH.  Scanning only declares the package, with the
+# version from VERSION; load.tcl runs on `package require tclamp`.
+apply {{dir} {
+    set f [open [file join $dir VERSION]]
+    set version [string trim [read $f]]
+    close $f
+    package ifneeded tclamp $version [list apply {{dir version} {
+        set python ""   ;# the Python this package is installed in, if found
+        source [file join $dir load.tcl]
+    }} $dir $version]
+}} $dir

@@ -1,4 +1,5 @@
-"""float32 matmul precision (TF32 on CUDA): torch.set_float32_matmul_precision."""
+"""float32 precision: the classic torch.set_float32_matmul_precision, and
+torch >= 2.9's per-backend settings (torch.backends...fp32_precision)."""
 import torch
 
 from .arguments import Command, Param, Signature
@@ -16,6 +17,51 @@ def plan_get():
     return ((torch.get_float32_matmul_precision, ()),), None, True
 
 
+# --- fp32_precision, per backend ----------------------------------------------
+# Each backend by its path under torch.backends ("generic" is
+# torch.backends.fp32_precision itself), as the (backend, op) pair that
+# torch.backends hands to torch's own getter and setter, and the precisions
+# torch accepts there.  `none` lets the setting follow its parent.
+CUDA_PRECISIONS = ("none", "ieee", "tf32")
+CPU_PRECISIONS = ("none", "ieee", "tf32", "bf16")
+BACKENDS = {
+    "generic": (("generic", "all"), CPU_PRECISIONS),
+    "cuda.matmul": (("cuda", "matmul"), CUDA_PRECISIONS),
+    "cudnn": (("cuda", "all"), CUDA_PRECISIONS),
+    "cudnn.conv": (("cuda", "conv"), CUDA_PRECISIONS),
+    "cudnn.rnn": (("cuda", "rnn"), CUDA_PRECISIONS),
+    "mkldnn": (("mkldnn", "all"), CPU_PRECISIONS),
+    "mkldnn.matmul": (("mkldnn", "matmul"), CPU_PRECISIONS),
+    "mkldnn.conv": (("mkldnn", "conv"), CPU_PRECISIONS),
+    "mkldnn.rnn": (("mkldnn", "rnn"), CPU_PRECISIONS),
+}
+
+
+def one_of(words):
+    return ", ".join(words[:-1]) + f", or {words[-1]}"
+
+
+INVALID_BACKEND = f"Invalid backend. Use {one_of(tuple(BACKENDS))}"
+BACKEND = Param("backend", ("-backend",), default="generic", choices=tuple(BACKENDS),
+                invalid=INVALID_BACKEND)
+
+
+def precision_for_backend(values):
+    precisions = BACKENDS[values["backend"]][1]
+    if values["precision"] not in precisions:
+        return "precision", f"Invalid precision for {values['backend']}. Use {one_of(precisions)}"
+    return None
+
+
+def plan_set_fp32(precision, backend):
+    return (((torch._C._set_fp32_precision_setter, (*BACKENDS[backend][0], precision)),),
+            "fp32 precision set", True)
+
+
+def plan_get_fp32(backend):
+    return ((torch._C._get_fp32_precision_getter, BACKENDS[backend][0]),), None, True
+
+
 COMMANDS = (
     Command("set_float32_matmul_precision", "setFloat32MatmulPrecision",
             Signature((Param("precision", ("-precision",), choices=PRECISIONS),),
@@ -25,4 +71,16 @@ COMMANDS = (
             plan_set),
     Command("get_float32_matmul_precision", "getFloat32MatmulPrecision",
             Signature((), "Usage: torch::get_float32_matmul_precision"), plan_get),
+    Command("set_fp32_precision", "setFp32Precision",
+            Signature((Param("precision", ("-precision",), choices=CPU_PRECISIONS,
+                             invalid=f"Invalid precision. Use {one_of(CPU_PRECISIONS)}"),
+                       BACKEND),
+                      "Usage: torch::set_fp32_precision precision [backend]",
+                      missing=("Missing required precision parameter. Valid precisions: "
+                               + ", ".join(CPU_PRECISIONS),) * 2,
+                      check=precision_for_backend),
+            plan_set_fp32),
+    Command("get_fp32_precision", "getFp32Precision",
+            Signature((BACKEND,), "Usage: torch::get_fp32_precision [backend]"),
+            plan_get_fp32),
 )

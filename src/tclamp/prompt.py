@@ -1,39 +1,188 @@
-"""The tclamp prompt: an interactive tclsh with tclamp already loaded.
-
-    tclamp [--traceback] [script.tcl [arg ...]]
+"""The tclamp prompt: a tclsh with tclamp loaded, for a terminal.
 
 Line editing and history (~/.tclamp_history) come from readline; a command
 runs once Tcl says it is complete (`info complete`), so procs and braces
-can span lines; Tab completes command and namespace names.  An error prints
-its message; --traceback prints Tcl's errorInfo instead (or type
-`set errorInfo` after the fact).
+can span lines.  Tab completes command and namespace names, the
+subcommands of ensembles (`py e<Tab>`) and variables (`$na<Tab>`).
+~/.tclamprc is sourced first.  As in tclsh: `exit` ends the program
+whatever catches it, Ctrl-C stops the running command (here it comes back
+to the prompt), an error prints its message (with --traceback, Tcl's
+errorInfo; or type `set errorInfo` after the fact), and a script's error
+prints errorInfo, with the file and line.
 """
-import argparse
+import atexit
+import ctypes
 import os
+import re
+import signal
+import socket
 import sys
+import threading
 
-import tclamp
-from tclamp import TclError
+from .errors import TclError
 
 HISTORY = os.path.expanduser("~/.tclamp_history")
-# `exit` must come back here, so that Python saves history and flushes.
-EXIT_PROC = "proc ::exit {{code 0}} {return -code error -errorcode [list TCLAMP EXIT $code] exit}"
+RC_FILE = os.path.expanduser("~/.tclamprc")
+
+# tcl.h: a cancelled evaluation unwinds through `catch` too.
+TCL_CANCEL_UNWIND = 0x100000
+ASYNC_PROC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
 
 
-def completions(interp, text):
-    """Command and namespace names that start with `text`."""
+def libtcl():
+    """Tcl's C API.  Once an interpreter exists the bridge has loaded
+    libtcl with its symbols global, so they are found in the process."""
+    lib = ctypes.CDLL(None)
+    lib.Tcl_AsyncCreate.argtypes = [ASYNC_PROC, ctypes.c_void_p]
+    lib.Tcl_AsyncCreate.restype = ctypes.c_void_p
+    lib.Tcl_AsyncMark.argtypes = [ctypes.c_void_p]
+    lib.Tcl_AsyncDelete.argtypes = [ctypes.c_void_p]
+    lib.Tcl_CancelEval.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    return lib
+
+
+def tcl_interp_address(tcl, interp):
+    """The Tcl_Interp pointer behind `interp`.  Tcl passes it to an async
+    handler, which runs after the next command the interpreter evaluates."""
+    seen = []
+    handler = ASYNC_PROC(lambda data, tcl_interp, code: seen.append(tcl_interp) or code)
+    token = tcl.Tcl_AsyncCreate(handler, None)
+    tcl.Tcl_AsyncMark(token)
+    interp.eval("list")
+    tcl.Tcl_AsyncDelete(token)
+    return seen[0]
+
+
+# Tcl reads the code as its own exit does, and reports a bad one alike.
+EXIT = """proc ::exit {{returnCode 0}} {
+    try {
+        set code [format %d $returnCode]
+    } on error {message options} {
+        return -code error -errorcode [dict get $options -errorcode] $message
+    }
+    ::tclamp::prompt::exit $code
+}"""
+
+
+class Evaluator:
+    """Runs the prompt's scripts so that `exit` and Ctrl-C end them as they
+    end a tclsh's: no `catch` in the script can stop either.
+
+    Both cancel the evaluation with Tcl_CancelEval, which any thread may
+    call.  While Tcl runs it holds no GIL and runs no Python, so Python's
+    own SIGINT handler would wait for it; a watcher thread hears the signal
+    through Python's wakeup fd instead."""
+
+    def __init__(self, interp):
+        self.interp = interp
+        self.tcl = libtcl()
+        self.address = tcl_interp_address(self.tcl, interp)
+        self.lock = threading.Lock()
+        self.running = False       # a script is being evaluated
+        self.canceled = False      # ... and Ctrl-C cancelled it
+        self.interrupted = False   # the last script was stopped by Ctrl-C
+        self.exit_code = None      # set by `exit`
+        interp.create_command("::tclamp::prompt::exit", self.exit)
+        interp.eval(EXIT)
+        reader, self.wakeup = socket.socketpair()
+        self.wakeup.setblocking(False)
+        signal.set_wakeup_fd(self.wakeup.fileno(), warn_on_full_buffer=False)
+        signal.signal(signal.SIGINT, self.on_sigint)
+        threading.Thread(target=self.watch, args=(reader,), daemon=True).start()
+
+    def cancel(self):
+        self.tcl.Tcl_CancelEval(self.address, None, None, TCL_CANCEL_UNWIND)
+
+    def watch(self, reader):
+        while True:
+            if signal.SIGINT in reader.recv(64):
+                with self.lock:
+                    if self.running and not self.canceled:
+                        self.canceled = True
+                        self.cancel()
+
+    def on_sigint(self, signum, frame):
+        # Python code running inside the script (py exec), or the prompt
+        # itself: stop it.  After a cancelled evaluation: nothing is left.
+        if self.running or not self.canceled:
+            raise KeyboardInterrupt
+
+    def exit(self, code):
+        self.exit_code = int(code)
+        self.cancel()
+
+    def run(self, script):
+        """The script's result; TclError if it failed, was interrupted
+        (`interrupted` is then true) or called exit (`exit_code` is set)."""
+        with self.lock:
+            self.running, self.canceled = True, False
+        try:
+            return self.interp.eval(script)
+        finally:
+            with self.lock:
+                self.running = False
+            ctypes.pythonapi.PyErr_CheckSignals()   # the handler of a Ctrl-C that cancelled
+            self.interrupted, self.canceled = self.canceled, False
+            if self.interrupted:
+                self.drain()
+
+    def drain(self):
+        """A cancel that arrived as the script ended would stop the next
+        one; a command of its own takes it."""
+        try:
+            self.interp.eval("list")
+        except TclError:
+            pass
+
+
+def names(interp, kind, text):
+    """Commands or variables (`kind`), and namespaces, that start with `text`."""
     qualified = text.startswith("::")
-    pattern = ("" if qualified else "::") + text.replace("\\", "\\\\") + "*"
+    pattern = ("" if qualified else "::") + re.sub(r"([*?\[\]\\])", r"\\\1", text) + "*"
     namespace = pattern.rpartition("::")[0] or "::"
-    names = interp.call("info", "commands", pattern).split()
+    found = interp.call("info", kind, pattern).split()
     try:
-        names += [child + "::" for child in
+        found += [child + "::" for child in
                   interp.call("namespace", "children", namespace, pattern).split()]
     except TclError:         # no such namespace
         pass
     if not qualified:
-        names = [name.removeprefix("::") for name in names]
-    return sorted(name for name in set(names) if name.startswith(text))
+        found = [name.removeprefix("::") for name in found]
+    return sorted(name for name in set(found) if name.startswith(text))
+
+
+# The subcommands of an ensemble command (py, string, dict, ...), or none.
+SUBCOMMANDS = """{name} {
+    if {![namespace ensemble exists $name]} { return }
+    set config [namespace ensemble configure $name]
+    set subcommands [dict get $config -subcommands]
+    if {$subcommands eq ""} { set subcommands [dict keys [dict get $config -map]] }
+    if {$subcommands eq ""} {
+        set ns [dict get $config -namespace]
+        foreach pattern [namespace eval $ns {namespace export}] {
+            foreach command [info commands ${ns}::$pattern] {
+                lappend subcommands [namespace tail $command]
+            }
+        }
+    }
+    return $subcommands
+}"""
+
+
+def completions(interp, before, text):
+    """What `text` may become, given the line `before` it."""
+    if before.endswith("$"):
+        return names(interp, "vars", text)
+    words = re.split(r"[\[;\n]", before)[-1].split()
+    if not words:
+        return names(interp, "commands", text)
+    if len(words) == 1:
+        try:
+            subcommands = interp.call("apply", SUBCOMMANDS, words[0]).split()
+        except TclError:
+            return []
+        return sorted(set(name for name in subcommands if name.startswith(text)))
+    return []
 
 
 def setup_readline(interp):
@@ -46,7 +195,8 @@ def setup_readline(interp):
 
     def complete(text, state):
         if state == 0:
-            matches[:] = completions(interp, text)
+            before = readline.get_line_buffer()[:readline.get_begidx()]
+            matches[:] = completions(interp, before, text)
         return matches[state] if state < len(matches) else None
 
     readline.set_completer(complete)
@@ -55,37 +205,47 @@ def setup_readline(interp):
         readline.read_history_file(HISTORY)
     except OSError:
         pass
-    import atexit
     atexit.register(lambda: readline.write_history_file(HISTORY))
 
 
-def exit_code(error):
-    words = error.errorcode.split()
-    return int(words[2]) if words[:2] == ["TCLAMP", "EXIT"] and len(words) > 2 else None
+def banner(interp):
+    facts = interp.call("tclamp::info")
+    info = {key: interp.call("dict", "get", facts, key) for key in
+            ("tclamp_version", "tcl_version", "python_version", "torch_version",
+             "cuda_device_count")}
+    devices = int(info["cuda_device_count"])
+    cuda = f"CUDA: {devices} device{'s' * (devices != 1)}" if devices else "no CUDA"
+    return (f"tclamp {info['tclamp_version']} (Tcl {info['tcl_version']}, "
+            f"Python {info['python_version']}, torch {info['torch_version']}, {cuda}); "
+            "exit or Ctrl-D to leave")
 
 
-def evaluate(interp, script, traceback):
-    """Runs a complete script and prints its result or error.  Returns
-    (succeeded, exit code if the script called exit)."""
+def source(evaluator, path):
+    """Sources a file; an error prints errorInfo as tclsh prints it (the
+    frame of the `source` command itself left out).  True if it ran."""
+    command = evaluator.interp.call("list", "source", path)
     try:
-        result = interp.eval(script)
+        evaluator.run(command)
+        return True
     except TclError as error:
-        code = exit_code(error)
-        if code is None:
-            print(error.errorinfo if traceback else error.result, file=sys.stderr)
-        return code == 0, code
-    if result:
-        print(result)
-    return True, None
+        if evaluator.interrupted:
+            print("interrupted", file=sys.stderr)
+        elif evaluator.exit_code is None:
+            head, _, tail = error.errorinfo.rpartition('\n    invoked from within\n"source ')
+            print(head if head and "\n" not in tail else error.errorinfo, file=sys.stderr)
+        return False
 
 
 def interact(interp, traceback):
-    import torch
-    print(f"tclamp {tclamp.__version__} (Tcl {interp.eval('info patchlevel')}, "
-          f"torch {torch.__version__}); exit or Ctrl-D to leave")
+    evaluator = Evaluator(interp)
+    interp.call("set", "tcl_interactive", 1)
+    interp.call("set", "tcl_rcFileName", RC_FILE)
+    print(banner(interp))
     setup_readline(interp)
+    if os.path.isfile(RC_FILE):
+        source(evaluator, RC_FILE)
     buffer = ""
-    while True:
+    while evaluator.exit_code is None:
         try:
             line = input("> " if buffer else "% ")
         except EOFError:
@@ -100,33 +260,34 @@ def interact(interp, traceback):
             continue
         script, buffer = buffer, ""
         try:
-            _, code = evaluate(interp, script, traceback)
+            result = evaluator.run(script)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
-            continue
-        if code is not None:
-            return code
+        except TclError as error:
+            if evaluator.interrupted:
+                print("interrupted", file=sys.stderr)
+            elif evaluator.exit_code is None:
+                print(error.errorinfo if traceback else error.result, file=sys.stderr)
+        else:
+            if result:
+                print(result)
+    return evaluator.exit_code
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="tclamp", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--traceback", action="store_true",
-                        help="print Tcl's errorInfo (with any Python traceback) on errors")
-    parser.add_argument("script", nargs="?", help="a Tcl script to run instead of the prompt")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments ($argv)")
-    options = parser.parse_args(argv)
-    interp = tclamp.tcl.interp
-    interp.eval(EXIT_PROC)
-    if options.script is None:
-        interp.call("set", "tcl_interactive", 1)
-        return interact(interp, options.traceback)
-    interp.call("set", "argv0", options.script)
-    interp.call("set", "argv", options.args)
-    interp.call("set", "argc", len(options.args))
-    succeeded, code = evaluate(interp, interp.call("list", "source", options.script),
-                               options.traceback)
-    return code if code is not None else (0 if succeeded else 1)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def run_script(interp, script, args):
+    """tclsh's script mode; the exit status is exit's code, 1 after an
+    error, and after Ctrl-C what a shell reports for a process it stopped."""
+    evaluator = Evaluator(interp)
+    interp.call("set", "argv0", script)
+    interp.call("set", "argv", args)
+    interp.call("set", "argc", len(args))
+    try:
+        ran = source(evaluator, script)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+    if evaluator.exit_code is not None:
+        return evaluator.exit_code
+    if evaluator.interrupted:
+        return 128 + signal.SIGINT
+    return 0 if ran else 1

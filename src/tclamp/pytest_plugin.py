@@ -1,89 +1,344 @@
-"""pytest plugin: runs tcltest files (*.test) in a real tclsh, one pytest
-item per tcltest case.
+"""pytest plugin: runs tcltest files in a real tclsh, one pytest item per
+tcltest case (docs/pytest.md).
 
-Installed with tclamp (entry point `pytest11`), so any project can put its
-own *.test files under pytest.  Each file runs once, in its own tclsh, with
-tclamp findable (auto_path) and Python started from this pytest's
-interpreter (TCLAMP_PYTHON).  Set TCLSH to use another tclsh.
+Installed with tclamp (entry point `pytest11`; `-p no:tclamp` turns it off).
+The files it takes are those matching the ini option `tcltest_files`
+(default `*.test`).  Collection sources each file in tclsh with
+tcltest::test replaced by a recorder, so no case's setup, body or cleanup
+runs.  The first selected case of a file runs all the file's selected cases
+in one tclsh; the others are skipped there through tcltest's -skip.  tclamp
+is findable there (auto_path) and Python starts from this pytest's
+interpreter (TCLAMP_PYTHON); TCLSH names another tclsh.
 """
+import json
 import os
 import re
+import secrets
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from . import PACKAGE_DIR
 
 DRIVER = PACKAGE_DIR / "tcltest_driver.tcl"
-START = re.compile(r"^---- (\S+) start$")
-PASSED = re.compile(r"^\+\+\+\+ (\S+) PASSED$")
-SKIPPED = re.compile(r"^\+\+\+\+ (\S+) SKIPPED: (.*)$")
-FAILED_END = re.compile(r"^==== (\S+) FAILED$")
+SUMMARY = re.compile(r"^.*:\tTotal\t(\d+)\tPassed\t(\d+)\tSkipped\t(\d+)\tFailed\t(\d+)$", re.M)
+COUNTS = ("Total", "Passed", "Skipped", "Failed")
+TAIL = 4000  # characters of stray output kept in a file-level failure
+
+
+def pytest_addoption(parser):
+    parser.addini("tcltest_files", type="args", default=["*.test"],
+                  help="glob patterns of the tcltest files that tclamp's plugin runs "
+                       "(default: *.test)")
 
 
 def pytest_collect_file(file_path, parent):
-    if file_path.suffix == ".test":
+    if any(file_path.match(pattern) for pattern in parent.config.getini("tcltest_files")):
         return TclTestFile.from_parent(parent, path=file_path)
     return None
 
 
-def run_tcltest_file(path, timeout=600):
-    """(outcomes, log, returncode): outcome per case name in run order,
-    each ("passed"|"skipped"|"failed", detail)."""
-    env = dict(os.environ, TCLAMP_PYTHON=os.environ.get("TCLAMP_PYTHON", sys.executable))
-    proc = subprocess.run([os.environ.get("TCLSH", "tclsh"), str(DRIVER), str(path)],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=timeout, env=env, errors="replace")
-    outcomes, detail = {}, None
-    for line in proc.stdout.splitlines():
-        if m := START.match(line):
-            outcomes[m[1]] = None
-            detail = []
-        elif m := PASSED.match(line):
-            outcomes[m[1]] = ("passed", "")
-        elif m := SKIPPED.match(line):
-            outcomes[m[1]] = ("skipped", m[2])
-        elif m := FAILED_END.match(line):
-            outcomes[m[1]] = ("failed", "\n".join(detail or []).strip())
-        elif detail is not None:
-            detail.append(line)
-    return outcomes, proc.stdout + proc.stderr, proc.returncode
-
-
-class TclTestFile(pytest.File):
-    def collect(self):
-        outcomes, log, returncode = run_tcltest_file(self.path)
-        for name, outcome in outcomes.items():
-            if outcome is None:   # started, never finished: tclsh died
-                outcome = ("failed", f"tclsh exited ({returncode}) in this test:\n{log[-4000:]}")
-            yield TclTestCase.from_parent(self, name=name, outcome=outcome)
-        if returncode != 0 or not outcomes:
-            # an error outside any test case, or no test case at all
-            yield TclTestCase.from_parent(
-                self, name="<file>", outcome=("failed", f"tclsh exited {returncode}:\n{log[-4000:]}"))
-
-
-class TclTestCase(pytest.Item):
-    def __init__(self, *, outcome, **kwargs):
-        super().__init__(**kwargs)
-        self.outcome = outcome
-
-    def runtest(self):
-        status, detail = self.outcome
-        if status == "skipped":
-            pytest.skip(detail)
-        if status == "failed":
-            raise TclTestFailure(detail)
-
-    def repr_failure(self, excinfo):
-        if isinstance(excinfo.value, TclTestFailure):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
-    def reportinfo(self):
-        return self.path, None, f"{self.path.name}::{self.name}"
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    if not isinstance(item, TclTestCase):
+        return
+    report = outcome.get_result()
+    # A case's time is what tclsh measured around it; starting tclsh and
+    # sourcing the file belong to no case.
+    if call.when == "call":
+        report.duration = item.seconds
+    elif report.passed:
+        report.duration = 0.0
+    # tcltest's own text, not a traceback into this plugin; a skip points
+    # at the case, not at this plugin.
+    if call.excinfo and isinstance(call.excinfo.value, TclTestFailure):
+        report.longrepr = str(call.excinfo.value)
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        report.longrepr = (str(item.path), item.line, report.longrepr[2])
 
 
 class TclTestFailure(Exception):
-    pass
+    """A case or a whole tcltest file failed; the message says how."""
+
+
+def item_names(cases):
+    """pytest names for (name, occurrence) pairs: the tcltest name, with
+    [N] on the Nth case of a repeated name.  pytest splits ids at `::`, so a
+    `::` inside a name is written `: :`."""
+    used, names = set(), []
+    for name, occurrence in cases:
+        base = name.replace("::", ": :")
+        number, candidate = occurrence, base if occurrence == 1 else f"{base}[{occurrence}]"
+        while candidate in used:
+            number += 1
+            candidate = f"{base}[{number}]"
+        used.add(candidate)
+        names.append(candidate)
+    return names
+
+
+def split_output(text, nonce):
+    """(text of each case by index, text outside any case) from a stream
+    with the driver's start/end lines."""
+    cases, outside, current, position = {}, [], None, 0
+    for marker in re.finditer(rf"\n{nonce} (start|end) (\d+)\n", text):
+        chunk = text[position:marker.start()]
+        if current is None:
+            outside.append(chunk)
+        else:
+            cases[current] = cases.get(current, "") + chunk
+        current = int(marker[2]) if marker[1] == "start" else None
+        position = marker.end()
+    if current is None:
+        outside.append(text[position:])
+    else:
+        cases[current] = cases.get(current, "") + text[position:]
+    return cases, "".join(outside)
+
+
+def exit_status(returncode):
+    if returncode < 0:
+        return f"was killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+@dataclass
+class CaseRun:
+    name: str
+    occurrence: int
+    outcome: str = "unfinished"  # or passed, failed, skipped, error, unknown
+    reason: str = ""
+    constraints: str = ""
+    seconds: float = 0.0
+    tcltest: str = ""
+    stdout: str = ""
+    stderr: str = ""
+
+
+class DriverRun:
+    """What one run of the driver on one file recorded."""
+
+    def __init__(self, mode, path, selection=()):
+        nonce = secrets.token_hex(8)
+        env = dict(os.environ, PYTHONUNBUFFERED="1",
+                   TCLAMP_PYTHON=os.environ.get("TCLAMP_PYTHON", sys.executable))
+        with tempfile.TemporaryDirectory(prefix="tclamp-tcltest-") as scratch:
+            records = Path(scratch) / "records"
+            proc = subprocess.run(
+                [os.environ.get("TCLSH", "tclsh"), str(DRIVER), mode, str(path),
+                 str(records), nonce],
+                input="".join(f"{occurrence} {name.encode().hex()}\n"
+                              for name, occurrence in selection),
+                capture_output=True, encoding="utf-8", errors="replace", env=env)
+            lines = records.read_text(encoding="utf-8").splitlines() if records.exists() else []
+        self.returncode = proc.returncode
+        self.collected = []      # (name, occurrence, line) in collect mode
+        self.cases = {}          # (name, occurrence) -> CaseRun, in run mode
+        self.deselected = []     # (name, occurrence) of cases skipped as not selected
+        self.exit = self.error = None
+        self.ended = False
+        tcltest = []
+        by_index = {}
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # cut short by a crash
+                break
+            event = record["event"]
+            if event == "case":
+                self.collected.append((record["name"], int(record["occurrence"]),
+                                       int(record["line"]) if record["line"] else None))
+            elif event == "start":
+                case = CaseRun(record["name"], int(record["occurrence"]))
+                self.cases[(case.name, case.occurrence)] = by_index[int(record["case"])] = case
+            elif event == "result":
+                case = by_index[int(record["case"])]
+                case.outcome, case.reason = record["outcome"], record["reason"]
+                case.constraints, case.tcltest = record["constraints"], record["tcltest"]
+                case.seconds = int(record["usec"]) / 1e6
+            elif event == "deselected":
+                self.deselected.append((record["name"], int(record["occurrence"])))
+            elif event == "tcltest":
+                tcltest.append(record["text"])
+            elif event == "exit":
+                self.exit = record
+                if record["case"]:
+                    by_index[int(record["case"])].tcltest = record["tcltest"]
+            elif event == "error":
+                self.error = record
+            elif event == "end":
+                self.ended = True
+        self.tcltest = "".join(tcltest)
+        stdout, self.stdout = split_output(proc.stdout, nonce)
+        stderr, self.stderr = split_output(proc.stderr, nonce)
+        for index, case in by_index.items():
+            case.stdout, case.stderr = stdout.get(index, ""), stderr.get(index, "")
+
+    def stray_output(self):
+        """The output outside any case, for a file-level report."""
+        parts = []
+        for title, text in (("tcltest's output outside any case", self.tcltest),
+                            ("stdout outside any case", self.stdout),
+                            ("stderr outside any case", self.stderr)):
+            if text.strip():
+                parts.append(f"---- {title}:\n{text[-TAIL:].rstrip()}")
+        return parts
+
+    def collect_problem(self):
+        """Why the file could not be collected, or None."""
+        if self.error:
+            why = (f"error outside any test case while collecting: {self.error['message']}\n"
+                   "(collection runs the file's top-level code, not its cases)\n"
+                   + self.error["errorinfo"])
+        elif self.exit and self.exit["cleaned_up"] != "1":
+            why = (f"the file called exit {self.exit['status']} while collecting, "
+                   "before tcltest::cleanupTests; cases after it would never run")
+        elif not (self.ended or self.exit):
+            why = f"tclsh {exit_status(self.returncode)} before the end of the file"
+        elif self.returncode != 0:
+            why = f"tclsh {exit_status(self.returncode)} while collecting"
+        else:
+            return None
+        return "\n".join([why, *self.stray_output()])
+
+    def problems(self, collected):
+        """What is wrong with the file as a whole after a run, most telling
+        first: a list of texts, empty when the file ran to its end and
+        tcltest's own count agrees with the cases' results."""
+        problems = []
+        unfinished = [c.name for c in self.cases.values() if c.outcome == "unfinished"]
+        if self.error:
+            problems.append(f"error outside any test case: {self.error['message']}\n"
+                            + self.error["errorinfo"])
+        if self.exit and self.exit["case"]:
+            problems.append(f"case {unfinished[0]} called exit {self.exit['status']}")
+        elif self.exit and self.exit["cleaned_up"] != "1":
+            problems.append(f"the file called exit {self.exit['status']} "
+                            "before tcltest::cleanupTests")
+        elif unfinished:
+            problems.append(f"case {unfinished[0]} never finished")
+        elif not (self.ended or self.exit or self.error):
+            problems.append("tclsh stopped before the end of the file")
+        for name, occurrence in self.deselected:
+            if (name, occurrence) not in collected:
+                problems.append(f"case {name} (call {occurrence} of that name) appeared "
+                                "when the file ran but not when it was collected: "
+                                "it did not run")
+
+        counts = [len(self.cases) + len(self.deselected), 0, len(self.deselected), 0]
+        for case in self.cases.values():
+            if case.outcome in ("passed", "skipped", "failed"):
+                counts[COUNTS.index(case.outcome.capitalize())] += 1
+        summaries = [tuple(map(int, m.groups())) for m in SUMMARY.finditer(self.tcltest)]
+        tcltest_counts = [sum(column) for column in zip(*summaries)]
+        if not summaries:
+            problems.append("tcltest printed no Total/Passed/Skipped/Failed line: "
+                            "the file did not reach tcltest::cleanupTests")
+        elif tcltest_counts != counts:
+            problems.append("tcltest's count disagrees with the cases' results")
+        if self.returncode != 0:
+            problems.append(f"tclsh {exit_status(self.returncode)}")
+        if not problems:
+            return []
+        shown = "  ".join(f"{name} {n}" for name, n in zip(COUNTS, tcltest_counts))
+        problems.append(f"tcltest counted:         {shown or 'nothing'}")
+        problems.append("the cases' results give: "
+                        + "  ".join(f"{name} {n}" for name, n in zip(COUNTS, counts))
+                        + f"  ({len(self.deselected)} skipped as not selected)")
+        return problems + self.stray_output()
+
+
+class TclTestFile(pytest.File):
+    """A tcltest file: its cases are the items; the file as a whole fails (as
+    an error at teardown of its last case) when tcltest's count and the
+    cases' results disagree, or it errs outside a case, or it exits early."""
+
+    run = None
+
+    def collect(self):
+        try:
+            collected = DriverRun("collect", self.path)
+        except OSError as error:
+            raise self.CollectError(f"cannot start tclsh: {error}") from None
+        problem = collected.collect_problem()
+        if problem:
+            raise self.CollectError(f"{self.path.name}: {problem}")
+        pairs = [(name, occurrence) for name, occurrence, _ in collected.collected]
+        self.collected_cases = set(pairs)
+        for (name, occurrence, line), item_name in zip(collected.collected, item_names(pairs)):
+            # The id given as text is parsed the way pytest parses ids it reads
+            # back (--lf), which splits off a [N] suffix as parameters.
+            yield TclTestCase.from_parent(self, name=item_name, nodeid=f"{self.nodeid}::{item_name}",
+                                          tcl_name=name, occurrence=occurrence, line=line)
+
+    def setup(self):
+        if self.run is not None:
+            return
+        selected = [(item.tcl_name, item.occurrence)
+                    for item in self.session.items if item.parent is self]
+        try:
+            self.run = DriverRun("run", self.path, selected)
+        except OSError as error:
+            raise TclTestFailure(f"cannot start tclsh: {error}")
+
+    def teardown(self):
+        run, self.run = self.run, None
+        if run is None:
+            return
+        problems = run.problems(self.collected_cases)
+        if problems:
+            raise TclTestFailure("\n".join([f"{self.path.name}: {problems[0]}", *problems[1:]]))
+
+
+class TclTestCase(pytest.Item):
+    def __init__(self, *, tcl_name, occurrence, line, **kwargs):
+        super().__init__(**kwargs)
+        self.tcl_name, self.occurrence, self.line = tcl_name, occurrence, line
+        self.seconds = 0.0
+
+    def runtest(self):
+        run = self.parent.run
+        case = run.cases.get((self.tcl_name, self.occurrence))
+        if case is None:
+            if run.ended:
+                raise TclTestFailure("not run: the file did not define this case when it ran")
+            raise TclTestFailure("not run: the file stopped before this case (the file's "
+                                 "failure is reported at the end of its last case)")
+        self.seconds = case.seconds
+        sys.stdout.write(case.stdout)
+        sys.stderr.write(case.stderr)
+        if case.outcome == "passed":
+            return
+        if case.outcome == "skipped":
+            pytest.skip(skip_reason(case))
+        if case.outcome == "failed":
+            raise TclTestFailure(case.tcltest.strip("\n"))
+        if case.outcome == "error":
+            raise TclTestFailure(f"tcltest::test raised an error:\n{case.reason}")
+        if case.outcome == "unfinished":
+            if run.exit and run.exit["case"]:
+                why = f"the case called exit {run.exit['status']}"
+            else:
+                why = f"tclsh {exit_status(run.returncode)} inside the case"
+            raise TclTestFailure("\n".join(filter(None, [why, case.tcltest.strip("\n")])))
+        raise TclTestFailure(case.reason)
+
+    def reportinfo(self):
+        # pytest -v turns every "." of a name that ends the node id into
+        # "::" (as for Class.method); a name written otherwise is left alone.
+        return self.path, None if self.line is None else self.line - 1, \
+            f"{self.path.name}: {self.name}"
+
+
+def skip_reason(case):
+    """pytest's skip reason for a case tcltest skipped."""
+    if not case.reason:
+        return "skipped by tcltest's -match/-skip"
+    if case.reason == case.constraints.strip() or case.reason in case.constraints.split():
+        return f"tcltest constraint not met: {case.reason}"
+    return f"skipped by tcltest: {case.reason}"

@@ -9,7 +9,8 @@ import torch
 from . import _bridge
 from .arguments import Command, Param, Signature, number_between, positive_int, tcl_boolean
 from .autocast import DEVICES, INVALID_DEVICE
-from .errors import UsageError
+from .bridge import tcl
+from .errors import TclError, UsageError
 
 
 def described(value):
@@ -17,10 +18,12 @@ def described(value):
 
 
 def handle_of(kind, expected):
+    article = "an" if kind[0] in "aeiou" else "a"
+
     def check(value):
         if not isinstance(value, expected):
-            raise UsageError("INVALID_HANDLE",
-                             f"Invalid {kind}: expected a {kind} handle, got {described(value)}")
+            raise UsageError("INVALID_HANDLE", f"Invalid {kind}: expected {article} {kind} "
+                                               f"handle, got {described(value)}")
         return value
     return check
 
@@ -41,10 +44,11 @@ MISSING_HANDLES = "Missing required parameter: {}"
 POSITIVE = number_between(0.0, float("inf"))
 
 
-def handles_signature(command, *params):
+def handles_signature(command, *params, check=None):
     names = " ".join(p.name for p in params)
     missing = MISSING_HANDLES.format(", ".join(p.name for p in params))
-    return Signature(params, f"Usage: torch::{command} {names}", missing=(missing, missing))
+    return Signature(params, f"Usage: torch::{command} {names}", missing=(missing, missing),
+                     check=check)
 
 
 def plan_new(init_scale, growth_factor, backoff_factor, growth_interval, device, enabled):
@@ -71,6 +75,76 @@ def plan_update(scaler, new_scale):
 
 def plan_get_scale(scaler):
     return ((scaler.get_scale, ()),), None, False
+
+
+# --- checkpoints: torch's own state_dict, as a Tcl dict of plain numbers ---
+
+def non_negative_int(word):
+    value = int(word)
+    if value < 0:
+        raise ValueError(word)
+    return value
+
+
+# torch.amp.GradScaler.state_dict()'s keys, each with its rule.
+STATE_RULES = {
+    "scale": (POSITIVE, "a positive number"),
+    "growth_factor": (number_between(1.0, float("inf")), "a number greater than 1"),
+    "backoff_factor": (number_between(0.0, 1.0), "a number between 0 and 1"),
+    "growth_interval": (positive_int, "a positive integer"),
+    "_growth_tracker": (non_negative_int, "a non-negative integer"),
+}
+NOT_A_STATE = ("Invalid scaler state: expected a dict with the keys "
+               + ", ".join(STATE_RULES))
+EMPTY_STATE = ("Invalid scaler state: the dict is empty (the state of a disabled scaler), "
+               "and this scaler is enabled")
+
+
+def invalid_state(text):
+    return UsageError("INVALID_VALUE", f"Invalid scaler state: {text}")
+
+
+def scaler_state(word):
+    """A state dict written by grad_scaler_state_dict (and perhaps kept in
+    a file): Tcl reads the dict, each value is checked by torch's rules."""
+    if not isinstance(word, str):
+        raise UsageError("INVALID_VALUE", NOT_A_STATE)
+    try:
+        tcl.call("dict", "size", word)
+        words = [tcl.call("lindex", word, i) for i in range(int(tcl.call("llength", word)))]
+    except TclError:
+        raise UsageError("INVALID_VALUE", NOT_A_STATE) from None
+    given = dict(zip(words[::2], words[1::2]))
+    if not given:
+        return {}
+    state = {}
+    for key, value in given.items():
+        if key not in STATE_RULES:
+            raise invalid_state(f"unknown key {key}")
+        convert, rule = STATE_RULES[key]
+        try:
+            state[key] = convert(value)
+        except ValueError:
+            raise invalid_state(f"{key} must be {rule}") from None
+    for key in STATE_RULES:
+        if key not in state:
+            raise invalid_state(f"missing key {key}")
+    return state
+
+
+def empty_state_for_enabled(values):
+    """torch refuses an empty state (a disabled scaler's) when enabled."""
+    if not values["state_dict"] and values["scaler"].is_enabled():
+        return "state_dict", EMPTY_STATE
+    return None
+
+
+def plan_state_dict(scaler):
+    return ((scaler.state_dict, ()),), None, False
+
+
+def plan_load_state_dict(scaler, state_dict):
+    return ((scaler.load_state_dict, (state_dict,)),), "scaler state loaded", False
 
 
 def plan_free(scaler):
@@ -113,6 +187,14 @@ COMMANDS = (
             plan_update),
     Command("grad_scaler_get_scale", "gradScalerGetScale",
             handles_signature("grad_scaler_get_scale", SCALER), plan_get_scale),
+    Command("grad_scaler_state_dict", "gradScalerStateDict",
+            handles_signature("grad_scaler_state_dict", SCALER), plan_state_dict),
+    Command("grad_scaler_load_state_dict", "gradScalerLoadStateDict",
+            handles_signature("grad_scaler_load_state_dict", SCALER,
+                              Param("state_dict", ("-state_dict", "-stateDict"),
+                                    convert=scaler_state, empty_ok=True),
+                              check=empty_state_for_enabled),
+            plan_load_state_dict),
     Command("grad_scaler_free", "gradScalerFree",
             handles_signature("grad_scaler_free", SCALER), plan_free),
 )

@@ -1,14 +1,263 @@
-# Runs one tcltest file for tclamp's pytest plugin: tclsh tcltest_driver.tcl FILE
-# Prints tcltest's start/pass/skip lines, which the plugin reads.  Exits 1
-# when the file raised an error outside its test cases.
-package require tcltest
-set file [file normalize [lindex $argv 0]]
-lappend auto_path [file dirname [file normalize [info script]]]
-tcltest::configure -verbose {start pass skip error} -testdir [file dirname $file]
-set argv {}
-set failed [catch {uplevel #0 [list source $file]} message options]
-if {$failed} {
-    puts stderr [dict get $options -errorinfo]
-    exit 1
+# Runs one tcltest file for tclamp's pytest plugin (pytest_plugin.py):
+#
+#   tclsh tcltest_driver.tcl collect FILE RECORDS NONCE
+#       Sources FILE with tcltest::test replaced by a recorder, so no case's
+#       setup, body or cleanup runs; the file's top-level code does run.
+#   tclsh tcltest_driver.tcl run FILE RECORDS NONCE  < selection
+#       Sources FILE for real.  The cases to run come on stdin, one
+#       "OCCURRENCE HEX-OF-UTF8-NAME" line each (OCCURRENCE counts the calls
+#       of that name, from 1); every other case goes through tcltest with
+#       -skip *, so tcltest itself counts it as skipped.  Each case that runs
+#       has its stdout and stderr between "\nNONCE start|end INDEX\n" lines.
+#
+# RECORDS receives one JSON object per line, all values strings, written and
+# flushed as things happen so that a crash loses nothing already recorded:
+#   {"event":"case","name":..,"occurrence":..,"line":..}       (collect)
+#   {"event":"start","case":..,"name":..,"occurrence":..}      (run)
+#   {"event":"result","case":..,"name":..,"occurrence":..,"outcome":..,
+#    "reason":..,"constraints":..,"usec":..,"tcltest":..}         (run)
+#   {"event":"deselected","case":..,"name":..,"occurrence":..} (run)
+#   {"event":"tcltest","text":..}   tcltest's output outside any case
+#   {"event":"exit","status":..,"case":..,"cleaned_up":..,"tcltest":..}
+#   {"event":"error","message":..,"errorinfo":..}   error outside any case
+#   {"event":"end"}                 the file was sourced to its end
+namespace eval ::tclamp_pytest {
+    variable mode [lindex $argv 0]
+    variable file [file normalize [lindex $argv 1]]
+    variable nonce [lindex $argv 3]
+    variable records [open [lindex $argv 2] w]
+    chan configure $records -encoding utf-8 -translation lf
+
+    variable depth 0       ;# > 0 while a case runs: tests inside it are its own
+    variable case ""       ;# index of the running case
+    variable case_text ""  ;# tcltest's output for the running case
+    variable cases 0       ;# top-level test calls so far
+    variable calls         ;# name -> top-level test calls of that name so far
+    array set calls {}
+    variable selected      ;# "occurrence name" -> 1 for the cases to run
+    array set selected {}
+    variable cleaned_up 0  ;# tcltest::cleanupTests was called
+
+    variable json_escapes [list \\ \\\\ \" \\\"]
+    for {set code 0} {$code < 32} {incr code} {
+        lappend json_escapes [format %c $code] [format \\u%04x $code]
+    }
+    unset code
 }
-exit 0
+# The file sees what `tclsh FILE` gives it.
+set argv0 $::tclamp_pytest::file
+set argv {}
+set argc 0
+
+package require tcltest
+lappend auto_path [file dirname [file normalize [info script]]]
+chan configure stdout -encoding utf-8 -buffering line
+chan configure stderr -encoding utf-8
+
+proc ::tclamp_pytest::record {args} {
+    variable records
+    variable json_escapes
+    set fields {}
+    foreach {key value} $args {
+        lappend fields "\"$key\":\"[string map $json_escapes $value]\""
+    }
+    chan puts $records "{[join $fields ,]}"
+    chan flush $records
+}
+
+# tcltest writes its messages to [outputChannel]; this channel keeps them
+# apart from the case's own output: with the case while one runs, else as a
+# file-level record.
+proc ::tclamp_pytest::capture {command channel args} {
+    variable case
+    variable case_text
+    switch -- $command {
+        initialize { return {initialize finalize watch write} }
+        write {
+            set data [lindex $args 0]
+            set text [encoding convertfrom utf-8 $data]
+            if {$case ne ""} {
+                append case_text $text
+            } else {
+                record event tcltest text $text
+            }
+            return [string length $data]
+        }
+    }
+}
+tcltest::configure -testdir [file dirname $::tclamp_pytest::file]
+set ::tcltest::outputChannel [chan create write ::tclamp_pytest::capture]
+chan configure $::tcltest::outputChannel -encoding utf-8 -translation lf \
+    -buffering none -buffersize 1048576
+
+rename ::tcltest::cleanupTests ::tcltest::TclampOriginalCleanupTests
+proc ::tcltest::cleanupTests {args} {
+    set ::tclamp_pytest::cleaned_up 1
+    tailcall ::tcltest::TclampOriginalCleanupTests {*}$args
+}
+
+# Both modes: an exit is recorded (with the case it happened in), then done.
+rename ::exit ::tclamp_pytest::real_exit
+proc ::exit {{status 0}} {
+    namespace upvar ::tclamp_pytest case case case_text text cleaned_up cleaned_up
+    set running $case
+    if {$running ne ""} {
+        ::tclamp_pytest::mark end $running
+        set case ""
+    }
+    ::tclamp_pytest::record event exit status $status case $running \
+        cleaned_up $cleaned_up tcltest $text
+    tailcall ::tclamp_pytest::real_exit $status
+}
+
+proc ::tclamp_pytest::mark {what index} {
+    variable nonce
+    foreach channel {stdout stderr} {
+        chan puts $channel "\n$nonce $what $index"
+        chan flush $channel
+    }
+}
+
+# --- collect ---------------------------------------------------------------
+
+proc ::tclamp_pytest::collect_case {name description arguments} {
+    variable calls
+    variable file
+    set line ""
+    set frame [info frame -1]
+    if {[dict get $frame type] eq "source" && [dict exists $frame file]
+            && [file normalize [dict get $frame file]] eq $file} {
+        set line [dict get $frame line]
+    }
+    record event case name $name occurrence [incr calls($name)] line $line
+}
+
+# --- run -------------------------------------------------------------------
+
+# The constraints a case declares, as written (for naming a skip's reason).
+proc ::tclamp_pytest::declared_constraints {arguments} {
+    if {[llength $arguments] == 3 && ![string match -* [lindex $arguments 0]]} {
+        return [lindex $arguments 0]
+    }
+    if {[llength $arguments] == 1} {
+        set arguments [lindex $arguments 0]
+    }
+    if {[catch {dict get $arguments -constraints} constraints]} {
+        return ""
+    }
+    return $constraints
+}
+
+proc ::tclamp_pytest::run_case {name description arguments} {
+    variable depth
+    variable cases
+    variable calls
+    variable selected
+    variable case
+    variable case_text
+    set original [list ::tcltest::TclampOriginalTest $name $description {*}$arguments]
+    if {$depth > 0} {
+        tailcall {*}$original
+    }
+    set index [incr cases]
+    set occurrence [incr calls($name)]
+    if {![info exists selected([list $occurrence $name])]} {
+        set skip [tcltest::configure -skip]
+        tcltest::configure -skip *
+        try {
+            uplevel 1 $original
+        } finally {
+            tcltest::configure -skip $skip
+        }
+        record event deselected case $index name $name occurrence $occurrence
+        return
+    }
+
+    array set counts [array get ::tcltest::numTests]
+    set skipped_because [array get ::tcltest::skippedBecause]
+    record event start case $index name $name occurrence $occurrence
+    mark start $index
+    set case $index
+    set case_text ""
+    incr depth
+    set started [clock microseconds]
+    set code [catch {uplevel 1 $original} message options]
+    set usec [expr {[clock microseconds] - $started}]
+    incr depth -1
+    set case ""
+    mark end $index
+
+    set reason ""
+    foreach count {Total Passed Skipped Failed} {
+        lappend change [expr {$::tcltest::numTests($count) - $counts($count)}]
+    }
+    if {$code == 1} {
+        set outcome error
+        set reason [dict get $options -errorinfo]
+    } else {
+        switch -- $change {
+            {1 1 0 0} { set outcome passed }
+            {1 0 0 1} { set outcome failed }
+            {1 0 1 0} {
+                set outcome skipped
+                foreach {because number} [array get ::tcltest::skippedBecause] {
+                    if {![dict exists $skipped_because $because]
+                            || [dict get $skipped_because $because] < $number} {
+                        set reason $because
+                    }
+                }
+            }
+            default {
+                set outcome unknown
+                set reason "tcltest's Total Passed Skipped Failed changed by $change"
+            }
+        }
+    }
+    record event result case $index name $name occurrence $occurrence \
+        outcome $outcome reason $reason usec $usec tcltest $case_text \
+        constraints [declared_constraints $arguments]
+    return -options $options $message
+}
+
+# --- main ------------------------------------------------------------------
+
+rename ::tcltest::test ::tcltest::TclampOriginalTest
+if {$::tclamp_pytest::mode eq "collect"} {
+    proc ::tcltest::test {name description args} {
+        tailcall ::tclamp_pytest::collect_case $name $description $args
+    }
+} else {
+    foreach line [split [read stdin] \n] {
+        if {$line ne ""} {
+            lassign $line occurrence hex
+            set ::tclamp_pytest::selected([list $occurrence \
+                [encoding convertfrom utf-8 [binary decode hex $hex]]]) 1
+        }
+    }
+    unset -nocomplain line occurrence hex
+    proc ::tcltest::test {name description args} {
+        tailcall ::tclamp_pytest::run_case $name $description $args
+    }
+}
+
+# At top level, so that errorInfo reads as tclsh's own, less its last line.
+set ::tclamp_pytest::code [catch {source $::tclamp_pytest::file} \
+    ::tclamp_pytest::message ::tclamp_pytest::options]
+if {$::tclamp_pytest::code in {3 4}} {
+    # what tclsh says about a break or continue at a file's top level
+    set ::tclamp_pytest::message "invoked \"[lindex {break continue} \
+        [expr {$::tclamp_pytest::code - 3}]]\" outside of a loop"
+}
+if {$::tclamp_pytest::code ni {0 2}} {
+    set ::tclamp_pytest::errorinfo $::tclamp_pytest::message
+    if {[dict exists $::tclamp_pytest::options -errorinfo]} {
+        set ::tclamp_pytest::errorinfo [dict get $::tclamp_pytest::options -errorinfo]
+        regsub {\n    invoked from within\n"source \$::tclamp_pytest::file"$} \
+            $::tclamp_pytest::errorinfo {} ::tclamp_pytest::errorinfo
+    }
+    ::tclamp_pytest::record event error message $::tclamp_pytest::message \
+        errorinfo $::tclamp_pytest::errorinfo
+    ::tclamp_pytest::real_exit 1
+}
+::tclamp_pytest::record event end
+::tclamp_pytest::real_exit 0

@@ -1,0 +1,110 @@
+"""The tclamp command.
+
+    tclamp [--traceback] [script.tcl [arg ...]]   the prompt, or run a script
+    tclamp --version                              print tclamp's version
+    tclamp --tcl-dir                              print the Tcl package directory
+    tclamp install-tcl [dir]                      write a Tcl package index
+
+`install-tcl` as the first word is the install step.  A script of that name
+runs as `tclamp ./install-tcl` or `tclamp -- install-tcl`.
+"""
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from . import PACKAGE_DIR, __version__
+
+# On the auto_path of Debian's and Ubuntu's tclsh.
+DEFAULT_INSTALL_DIR = "/usr/local/lib/tcltk/tclamp"
+
+INDEX = """\
+# tclamp %(version)s for any tclsh, written by `tclamp install-tcl`.  The package
+# is the Python one in %(package)s; Python starts from %(python)s.
+# Scanning only declares the package; `package require tclamp` loads it.
+package ifneeded tclamp %(version)s [list apply {{dir version python} {
+    if {![file exists [file join $dir load.tcl]]} {
+        throw {TCLAMP NOT_INSTALLED} "tclamp: no Python package in $dir any more\\
+            (install tclamp again, then run: tclamp install-tcl)"
+    }
+    source [file join $dir load.tcl]
+}} %(package_word)s %(version)s %(python_word)s]
+"""
+
+
+def checkout():
+    """The checkout this tclamp runs from (an editable install), or None."""
+    root = PACKAGE_DIR.parent.parent
+    if PACKAGE_DIR.parent.name == "src" and (root / "tcl" / "pkgIndex.tcl").is_file():
+        return root
+    return None
+
+
+def tcl_dir():
+    """The directory whose pkgIndex.tcl provides this tclamp to Tcl."""
+    root = checkout()
+    return root / "tcl" if root else PACKAGE_DIR
+
+
+def tcl_word(text):
+    """`text` as one Tcl word."""
+    if re.fullmatch(r"[\w./+:@%,=-]+", text):
+        return text
+    return re.sub(r'([\s{}\[\]$"\\;])', r"\\\1", text)
+
+
+def install_tcl(directory):
+    """Writes directory/pkgIndex.tcl for this package and this Python."""
+    root = checkout()
+    if root:
+        raise SystemExit(
+            f"tclamp install-tcl: this tclamp runs from the checkout {root}, which a Tcl "
+            "package must not depend on: pip install the checkout (without -e) into an "
+            "environment outside it and run its tclamp install-tcl, or use "
+            f"TCLLIBPATH={tcl_dir()}")
+    index = Path(directory).absolute() / "pkgIndex.tcl"
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        index.write_text(INDEX % {"version": __version__, "package": PACKAGE_DIR,
+                                  "python": sys.executable,
+                                  "package_word": tcl_word(str(PACKAGE_DIR)),
+                                  "python_word": tcl_word(sys.executable)})
+    except OSError as error:
+        raise SystemExit(f"tclamp install-tcl: {error}") from None
+    print(f"wrote {index}: `package require tclamp` works in a tclsh whose auto_path "
+          f"has {index.parent.parent} (or {index.parent})")
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["install-tcl"]:
+        if len(argv) > 2:
+            raise SystemExit("usage: tclamp install-tcl [dir]")
+        return install_tcl(argv[1] if len(argv) == 2 else DEFAULT_INSTALL_DIR)
+    parser = argparse.ArgumentParser(
+        prog="tclamp", formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [--traceback] [script.tcl [arg ...]]\n"
+              "       %(prog)s --version | --tcl-dir\n"
+              "       %(prog)s install-tcl [dir]",
+        description="Tcl with tclamp loaded: the interactive prompt, or a script.",
+        epilog=f"install-tcl writes a pkgIndex.tcl for this tclamp to dir (default "
+               f"{DEFAULT_INSTALL_DIR}).\nA script named install-tcl runs as "
+               "`tclamp ./install-tcl` or `tclamp -- install-tcl`.")
+    parser.add_argument("--version", action="version", version=f"tclamp {__version__}")
+    parser.add_argument("--tcl-dir", action="store_true",
+                        help="print the directory to put on auto_path or TCLLIBPATH")
+    parser.add_argument("--traceback", action="store_true",
+                        help="at the prompt, print Tcl's errorInfo (with any Python "
+                             "traceback) on errors")
+    parser.add_argument("script", nargs="?", help="a Tcl script to run instead of the prompt")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments ($argv)")
+    options = parser.parse_args(argv)
+    if options.tcl_dir:
+        print(tcl_dir())
+        return 0
+
+    from . import prompt, tcl
+    if options.script is None:
+        return prompt.interact(tcl.interp, options.traceback)
+    return prompt.run_script(tcl.interp, options.script, options.args)

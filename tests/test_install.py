@@ -1,0 +1,213 @@
+"""tclamp installed the way a user installs it: `pip install` of a copy of
+this checkout into a fresh environment outside it, then the documented route
+to a system tclsh.  The copy is deleted before tclsh runs, so nothing can
+point into a checkout; and no path tclsh shows points into this one."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT, run_tclsh
+from tclamp import cli
+
+VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
+
+# Everything tclsh loaded, and every place Python looks: all must be in
+# the environment tclamp was installed into.
+REPORT = """\
+package require tclamp
+puts [package present tclamp]
+puts [torch::autocast_get_dtype cpu]
+py import sys
+py import torch
+puts [join [list $::tclamp::python [lindex [info loaded] 0 0] \
+    [py eval {__import__('tclamp').__file__}] [py eval torch.__file__] \
+    [py eval sys.executable] [py eval sys.prefix]] \\n]
+puts [join [lsearch -all -inline -not [py eval sys.path] *.zip] \\n]
+"""
+
+
+def users_env(**settings):
+    """A user's environment: nothing that leads Python or Tcl to this checkout."""
+    env = {name: value for name, value in os.environ.items()
+           if name not in ("PYTHONPATH", "PYTHONHOME", "TCLAMP_PYTHON", "TCLLIBPATH")}
+    return dict(env, **settings)
+
+
+def users_tclsh(script, cwd, **settings):
+    return subprocess.run(["tclsh"], input=script, capture_output=True, text=True, cwd=cwd,
+                          env=users_env(**settings), timeout=300)
+
+
+def pip(python, *args):
+    return subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", *args],
+                          check=True, capture_output=True, text=True, timeout=900,
+                          env=users_env())
+
+
+@pytest.fixture(scope="module")
+def torch_env(tmp_path_factory):
+    """A fresh environment outside the checkout with this run's torch."""
+    venv = tmp_path_factory.mktemp("users") / "venv"
+    subprocess.run([sys._base_executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    pip(venv / "bin" / "python", "install", f"torch=={torch.__version__}", "numpy",
+        "setuptools>=68", "wheel")
+    return venv
+
+
+def copy_of_checkout(target):
+    """The checkout's files as git sees them: no environment, no build."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, target / name)
+    return target
+
+
+def site_packages(venv):
+    return venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+
+
+def assert_runs_from(venv, r):
+    assert (r.returncode, r.stderr) == (0, "")
+    version, dtype, *paths = r.stdout.splitlines()
+    assert (version, dtype) == (VERSION, "bfloat16")
+    package = site_packages(venv) / "tclamp"
+    python, bridge, init, torch_init, executable, prefix = paths[:6]
+    # `tclamp install-tcl` records bin/python; the package's index finds bin/pythonX.Y.
+    assert python in (f"{venv}/bin/python", f"{venv}/bin/python{sys.version_info[0]}."
+                                             f"{sys.version_info[1]}")
+    assert (executable, prefix) == (python, str(venv))
+    assert bridge.startswith(f"{package}/_bridge.cpython-")
+    assert (init, torch_init) == (str(package / "__init__.py"),
+                                  str(site_packages(venv) / "torch" / "__init__.py"))
+    for path in paths:
+        assert not path.startswith(str(ROOT)), path
+    assert str(site_packages(venv)) in paths[6:]
+
+
+def test_pip_install_then_tcl_dir_or_install_tcl(torch_env, tmp_path):
+    source = copy_of_checkout(tmp_path / "tclamp-src")
+    # The environment has setuptools: building with it needs nothing fetched.
+    pip(torch_env / "bin" / "python", "install", "--no-build-isolation", str(source))
+    shutil.rmtree(source)
+    tclamp_command = torch_env / "bin" / "tclamp"
+
+    tcl_dir = subprocess.run([tclamp_command, "--tcl-dir"], check=True, capture_output=True,
+                             text=True, env=users_env()).stdout
+    assert tcl_dir == f"{site_packages(torch_env) / 'tclamp'}\n"
+    r = users_tclsh(REPORT, tmp_path, TCLLIBPATH=tcl_dir.strip())
+    assert_runs_from(torch_env, r)
+
+    target = tmp_path / "lib" / "tclamp"
+    r = subprocess.run([tclamp_command, "install-tcl", target], check=True,
+                       capture_output=True, text=True, env=users_env())
+    assert r.stdout == (f"wrote {target / 'pkgIndex.tcl'}: `package require tclamp` works in "
+                        f"a tclsh whose auto_path has {target.parent} (or {target})\n")
+    index = (target / "pkgIndex.tcl").read_text()
+    assert [line.split()[:3] for line in index.splitlines()
+            if line and not line.startswith(("#", " ", "}"))] == [["package", "ifneeded", "tclamp"]]
+    assert str(ROOT) not in index
+    assert sorted(os.listdir(target)) == ["pkgIndex.tcl"]
+    r = users_tclsh(f"lappend auto_path {target.parent}\n" + REPORT, tmp_path)
+    assert_runs_from(torch_env, r)
+    # Scanning the index (any missing package makes Tcl scan) runs nothing.
+    r = users_tclsh(f"lappend auto_path {target.parent}\ncatch {{package require no_such}}\n"
+                    "puts [list [package versions tclamp] [namespace exists ::tclamp] "
+                    "[info loaded]]\n", tmp_path)
+    assert r.stdout == f"{VERSION} 0 {{}}\n"
+
+
+def test_make_install_tcl_and_uninstall_tcl(torch_env, tmp_path):
+    source = copy_of_checkout(tmp_path / "tclamp-src")
+    target = tmp_path / "lib" / "tcltk" / "tclamp"
+    make = ["make", "-s", f"INSTALL_VENV={torch_env}", f"TCL_PKG_DIR={target}",
+            f"TORCH_SPEC=torch=={torch.__version__}"]
+    pip(torch_env / "bin" / "python", "uninstall", "-y", "tclamp")   # make installs it
+    subprocess.run([*make, "install-tcl"], cwd=source, check=True, capture_output=True,
+                   timeout=900, env=users_env())
+    shutil.rmtree(source)
+    r = users_tclsh(f"lappend auto_path {target.parent}\n" + REPORT, tmp_path)
+    assert_runs_from(torch_env, r)
+
+    # The environment was there before install-tcl: only tclamp leaves it.
+    subprocess.run([*make, "uninstall-tcl"], cwd=ROOT, check=True, capture_output=True,
+                   env=users_env())
+    assert not target.exists()
+    assert not (site_packages(torch_env) / "tclamp").exists()
+    assert (site_packages(torch_env) / "torch").is_dir()
+
+
+def test_uninstall_tcl_removes_an_environment_install_tcl_made(tmp_path):
+    made = tmp_path / "tclamp-python"
+    (made / "bin").mkdir(parents=True)
+    (made / ".made-by-tclamp").touch()
+    target = tmp_path / "tcltk" / "tclamp"
+    target.mkdir(parents=True)
+    (target / "pkgIndex.tcl").touch()
+    subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={made}",
+                    f"TCL_PKG_DIR={target}"], check=True, capture_output=True)
+    assert os.listdir(tmp_path) == ["tcltk"] and os.listdir(tmp_path / "tcltk") == []
+
+
+def make_question(*args):
+    """0 if make has nothing to do for these targets and settings."""
+    return subprocess.run(["make", "-q", "-C", ROOT, *args], capture_output=True).returncode
+
+
+def test_another_torch_spec_sets_up_again(tmp_path):
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".tclamp-torch").write_text("torch==2.13.0\n")
+    stamp = venv / ".tclamp-setup"
+    stamp.touch()
+    assert make_question(str(stamp), f"VENV={venv}", "TORCH_SPEC=torch==2.13.0") == 0
+    assert make_question(str(stamp), f"VENV={venv}", "TORCH_SPEC=torch==2.12.0") == 1
+    dry = subprocess.run(["make", "-n", "-C", ROOT, str(stamp), f"VENV={venv}",
+                          "TORCH_SPEC=torch==2.12.0"], capture_output=True, text=True).stdout
+    assert f'{venv}/bin/python -m pip install --disable-pip-version-check "torch==2.12.0"' in dry
+    assert f"echo 'torch==2.12.0' > {venv}/.tclamp-torch" in dry
+
+
+def test_setup_records_the_environment_for_the_checkout_index(tmp_path):
+    venv = tmp_path / "venv"
+    assert make_question("tcl/python-path", f"VENV={venv}") == 1
+    dry = subprocess.run(["make", "-n", "tcl/python-path", f"VENV={venv}"], cwd=ROOT,
+                         capture_output=True, text=True).stdout
+    assert dry == f"echo '{venv}/bin/python' > tcl/python-path\n"
+
+
+def test_tcl_dir_of_a_checkout_is_its_tcl_directory():
+    r = subprocess.run([sys.executable, "-m", "tclamp", "--tcl-dir"], capture_output=True,
+                       text=True, check=True)
+    assert r.stdout == f"{ROOT / 'tcl'}\n"
+
+
+def test_install_tcl_refuses_to_point_into_a_checkout(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "tclamp", "install-tcl", tmp_path / "lib"],
+                       capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (
+        f"tclamp install-tcl: this tclamp runs from the checkout {ROOT}, which a Tcl package "
+        "must not depend on: pip install the checkout (without -e) into an environment outside "
+        f"it and run its tclamp install-tcl, or use TCLLIBPATH={ROOT / 'tcl'}\n")
+    assert not (tmp_path / "lib").exists()
+
+
+def test_install_tcl_takes_one_directory():
+    r = subprocess.run([sys.executable, "-m", "tclamp", "install-tcl", "a", "b"],
+                       capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", "usage: tclamp install-tcl [dir]\n")
+
+
+@pytest.mark.parametrize("path", ["/opt/plain/python3", "/home/a user/venv/bin/python",
+                                  '/x/{brace/"quote"/$dollar/[bracket]/back\\slash;semi'])
+def test_paths_in_the_index_are_tcl_words(path, tmp_path):
+    r = run_tclsh(f"set path {cli.tcl_word(path)}\nputs $path\n", tmp_path)
+    assert (r.stdout, r.stderr) == (path + "\n", "")
