@@ -78,7 +78,7 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 soak: setup
-	TCLAMP_SOAK_SECONDS=60 $(PY) -m pytest -m soak $(PYTEST_ARGS)
+	TCLAMP_SOAK_SECONDS=600 $(PY) -m pytest -m soak $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) bench/run.py

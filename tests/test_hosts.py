@@ -135,7 +135,10 @@ def write_host(host, tmp_path, code, ending):
 
 
 @pytest.mark.parametrize("ending", list(ENDINGS))
-@pytest.mark.parametrize("host", ["tclsh", "worker", "tpool", "interp", "tkinter", "embed", "wish"])
+HOSTS = ["tclsh", "worker", "tpool", "interp", "tkinter", "embed", "wish"]
+
+
+@pytest.mark.parametrize("host", HOSTS)
 def test_host_and_ending(host, ending, tmp_path):
     if host == "wish":
         # The set-up installs Xvfb and wish: their absence is a failure.

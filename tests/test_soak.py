@@ -1,17 +1,22 @@
 """Soak: many threads of mixed commands, py calls, errors, handles and
-interpreters at once.  `make test` runs it briefly; `make soak` (or
-TCLAMP_SOAK_SECONDS) runs it longer."""
+interpreters at once; then every host and way of ending, over and over.
+`make test` runs them briefly; `make soak` (TCLAMP_SOAK_SECONDS=600) runs
+them for ten minutes, half each."""
+import itertools
 import os
 import sys
+import time
 
 import pytest
 
 from conftest import ROOT, run_tclsh
 
+SOAK_SECONDS = float(os.environ.get("TCLAMP_SOAK_SECONDS", "6"))
+
 
 @pytest.mark.soak
 def test_soak(tmp_path):
-    seconds = float(os.environ.get("TCLAMP_SOAK_SECONDS", "6"))
+    seconds = SOAK_SECONDS / 2
     r = run_tclsh(f"set argv {{{seconds} 4}}\nsource {ROOT / 'tests' / 'soak.tcl'}\n",
                   tmp_path, TCLAMP_PYTHON=sys.executable)
     report = f"exit {r.returncode}\nstderr:\n{r.stderr[-3000:]}\nstdout:\n{r.stdout[-2000:]}"
@@ -28,3 +33,22 @@ def test_soak(tmp_path):
     # The second run repeats the first: memory must not keep growing.
     assert after - before < 16 * 1024, f"resident memory grew by {after - before} KiB"
     assert lines[-1] == "handles 0"
+
+
+@pytest.mark.soak
+def test_hosts_soak(tmp_path_factory):
+    """Round after round of the host matrix (tests/test_hosts.py), in a
+    shuffled order, until the time is up; every run is checked in full."""
+    import random
+    from test_hosts import ENDINGS, HOSTS, test_host_and_ending
+    combinations = list(itertools.product(HOSTS, ENDINGS))
+    deadline = time.monotonic() + SOAK_SECONDS / 2
+    runs = 0
+    while runs == 0 or time.monotonic() < deadline:
+        random.shuffle(combinations)
+        for host, ending in combinations:
+            test_host_and_ending(host, ending, tmp_path_factory.mktemp(f"{host}-{ending}"))
+            runs += 1
+            if time.monotonic() >= deadline:
+                break
+    print(f"{runs} host runs")
