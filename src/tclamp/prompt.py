@@ -24,35 +24,6 @@ from .errors import TclError
 HISTORY = os.path.expanduser("~/.tclamp_history")
 RC_FILE = os.path.expanduser("~/.tclamprc")
 
-# tcl.h: a cancelled evaluation unwinds through `catch` too.
-TCL_CANCEL_UNWIND = 0x100000
-ASYNC_PROC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
-
-
-def libtcl():
-    """Tcl's C API.  Once an interpreter exists the bridge has loaded
-    libtcl with its symbols global, so they are found in the process."""
-    lib = ctypes.CDLL(None)
-    lib.Tcl_AsyncCreate.argtypes = [ASYNC_PROC, ctypes.c_void_p]
-    lib.Tcl_AsyncCreate.restype = ctypes.c_void_p
-    lib.Tcl_AsyncMark.argtypes = [ctypes.c_void_p]
-    lib.Tcl_AsyncDelete.argtypes = [ctypes.c_void_p]
-    lib.Tcl_CancelEval.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-    return lib
-
-
-def tcl_interp_address(tcl, interp):
-    """The Tcl_Interp pointer behind `interp`.  Tcl passes it to an async
-    handler, which runs after the next command the interpreter evaluates."""
-    seen = []
-    handler = ASYNC_PROC(lambda data, tcl_interp, code: seen.append(tcl_interp) or code)
-    token = tcl.Tcl_AsyncCreate(handler, None)
-    tcl.Tcl_AsyncMark(token)
-    interp.eval("list")
-    tcl.Tcl_AsyncDelete(token)
-    return seen[0]
-
-
 # Tcl reads the code as its own exit does, and reports a bad one alike.
 EXIT = """proc ::exit {{returnCode 0}} {
     try {
@@ -68,15 +39,13 @@ class Evaluator:
     """Runs the prompt's scripts so that `exit` and Ctrl-C end them as they
     end a tclsh's: no `catch` in the script can stop either.
 
-    Both cancel the evaluation with Tcl_CancelEval, which any thread may
-    call.  While Tcl runs it holds no GIL and runs no Python, so Python's
+    Both cancel the evaluation (Interp.cancel, Tcl_CancelEval), which any
+    thread may do.  While Tcl runs it holds no GIL and runs no Python, so Python's
     own SIGINT handler would wait for it; a watcher thread hears the signal
     through Python's wakeup fd instead."""
 
     def __init__(self, interp):
         self.interp = interp
-        self.tcl = libtcl()
-        self.address = tcl_interp_address(self.tcl, interp)
         self.lock = threading.Lock()
         self.running = False       # a script is being evaluated
         self.canceled = False      # ... and Ctrl-C cancelled it
@@ -91,7 +60,7 @@ class Evaluator:
         threading.Thread(target=self.watch, args=(reader,), daemon=True).start()
 
     def cancel(self):
-        self.tcl.Tcl_CancelEval(self.address, None, None, TCL_CANCEL_UNWIND)
+        self.interp.cancel()
 
     def watch(self, reader):
         while True:
