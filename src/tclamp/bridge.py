@@ -11,7 +11,7 @@ import io
 import sys
 import threading
 
-from . import _bridge
+from . import _bridge, scope
 from .errors import UsageError
 
 
@@ -99,9 +99,10 @@ PY_SUBCOMMANDS = {"import": py_import, "exec": py_exec, "eval": py_eval, "call":
 def add_py_ensemble(interp):
     for name, function in PY_SUBCOMMANDS.items():
         interp.create_command(f"::py::{name}", function)
+    scope.add_commands(interp)
     # ::py::release is the bridge's own (it deletes the handle's command).
     interp.eval("namespace eval ::py {namespace ensemble create"
-                " -subcommands {call eval exec import release}}")
+                " -subcommands {call eval exec import keep release scope}}")
 
 
 _thread_interp = threading.local()
