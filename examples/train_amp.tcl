@@ -12,6 +12,7 @@ py import tiny_model
 # epoch -> the dtype autocast computes in (the seed page's dynamic control)
 set schedule {0 bfloat16 1 bfloat16 2 bfloat16 3 float16 4 float16 5 float16}
 set scaler [torch::grad_scaler_new -init_scale 1024 -growth_interval 50 -device cpu]
+set optimizer [py eval tiny_model.optimizer]
 set batches [py call tiny_model.batch_count]
 
 puts [format "%-6s %-9s %-11s %s" epoch dtype train_loss full_loss]
@@ -23,23 +24,25 @@ dict for {epoch dtype} $schedule {
     }
     set total 0.0
     for {set batch 0} {$batch < $batches} {incr batch} {
-        set loss [torch::autocast -device_type cpu { py call tiny_model.forward_loss $batch }]
-        set total [expr {$total + [$loss item]}]
-        if {$dtype eq "float16"} {
-            # float16 gradients can underflow: scale the loss, step through the scaler
-            set scaled [torch::grad_scaler_scale $scaler $loss]
-            $scaled backward
-            torch::grad_scaler_step $scaler [py eval tiny_model.optimizer]
-            torch::grad_scaler_update $scaler
-            rename $scaled {}
-        } else {
-            $loss backward
-            py call tiny_model.optimizer.step
+        # The step's tensors (the loss, the scaled loss) go when the scope ends.
+        py scope {
+            set loss [torch::autocast -device_type cpu { py call tiny_model.forward_loss $batch }]
+            set total [expr {$total + [$loss item]}]
+            if {$dtype eq "float16"} {
+                # float16 gradients can underflow: scale the loss, step through the scaler
+                [torch::grad_scaler_scale $scaler $loss] backward
+                torch::grad_scaler_step $scaler $optimizer
+                torch::grad_scaler_update $scaler
+            } else {
+                $loss backward
+                $optimizer step
+            }
         }
-        rename $loss {}
     }
     puts [format "%-6d %-9s %-11.4f %.4f" $epoch [py call tiny_model.computed_dtype] \
               [expr {$total / $batches}] [py call tiny_model.full_loss]]
 }
 puts "grad scaler scale: [torch::grad_scaler_get_scale $scaler]"
 torch::grad_scaler_free $scaler
+py release $optimizer
+puts "handles left: [dict get [tclamp::info] handle_count]"

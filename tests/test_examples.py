@@ -19,7 +19,8 @@ def test_train_amp_demo(tmp_path):
     lines = r.stdout.splitlines()
     switch = lines.index("-- schedule: autocast now computes in float16")
     assert lines[switch + 1].startswith("3 ")
-    assert lines[-1].startswith("grad scaler scale: ")
+    assert lines[-2].startswith("grad scaler scale: ")
+    assert lines[-1] == "handles left: 0"      # each step in py scope, the rest freed
 
 
 def test_inference_example(tmp_path):
@@ -28,3 +29,4 @@ def test_inference_example(tmp_path):
     assert lines[:2] == ["float32 output: torch.float32", "autocast output: torch.bfloat16"]
     assert float(lines[2].split()[-1]) < 0.05
     assert lines[3] == "autocast still on after the block: 0"
+    assert lines[4:] == ["handles left: 0"]
