@@ -92,16 +92,15 @@ for {set epoch 1} {$epoch <= [dict get $options -epochs]} {incr epoch} {
     set total 0.0
     set count [py call epoch_batches $epoch]
     for {set batch 0} {$batch < $count} {incr batch} {
-        set loss [torch::autocast -device_type $device -dtype $dtype {
-            py call forward_loss $batch
-        }]
-        set total [expr {$total + [$loss item]}]
-        set scaled [torch::grad_scaler_scale $scaler $loss]
-        $scaled backward                ;# DDP averages the gradients here
-        torch::grad_scaler_step $scaler $optimizer
-        torch::grad_scaler_update $scaler
-        rename $scaled {}
-        rename $loss {}
+        py scope {                      ;# the step's tensors go when it ends
+            set loss [torch::autocast -device_type $device -dtype $dtype {
+                py call forward_loss $batch
+            }]
+            set total [expr {$total + [$loss item]}]
+            [torch::grad_scaler_scale $scaler $loss] backward    ;# DDP averages the gradients here
+            torch::grad_scaler_step $scaler $optimizer
+            torch::grad_scaler_update $scaler
+        }
     }
     set mean [py call mean_over_ranks [expr {$total / $count}]]
     if {$rank == 0} {
@@ -115,4 +114,5 @@ if {[dict get $options -dump] ne ""} {
     close $f
 }
 torch::grad_scaler_free $scaler
+py release $optimizer
 py call finish
