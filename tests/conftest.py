@@ -16,9 +16,9 @@ def tcl_env(**extra):
     return env
 
 
-def run_tclsh(script, cwd, **env):
+def run_tclsh(script, cwd, timeout=300, **env):
     return subprocess.run(["tclsh"], input=script, capture_output=True, text=True,
-                          cwd=cwd, env=tcl_env(**env), timeout=300)
+                          cwd=cwd, env=tcl_env(**env), timeout=timeout)
 
 
 @pytest.fixture

@@ -134,10 +134,10 @@ def write_host(host, tmp_path, code, ending):
     return [sys.executable, str(main_py)]
 
 
-@pytest.mark.parametrize("ending", list(ENDINGS))
 HOSTS = ["tclsh", "worker", "tpool", "interp", "tkinter", "embed", "wish"]
 
 
+@pytest.mark.parametrize("ending", list(ENDINGS))
 @pytest.mark.parametrize("host", HOSTS)
 def test_host_and_ending(host, ending, tmp_path):
     if host == "wish":

@@ -18,7 +18,7 @@ SOAK_SECONDS = float(os.environ.get("TCLAMP_SOAK_SECONDS", "6"))
 def test_soak(tmp_path):
     seconds = SOAK_SECONDS / 2
     r = run_tclsh(f"set argv {{{seconds} 4}}\nsource {ROOT / 'tests' / 'soak.tcl'}\n",
-                  tmp_path, TCLAMP_PYTHON=sys.executable)
+                  tmp_path, timeout=seconds + 300, TCLAMP_PYTHON=sys.executable)
     report = f"exit {r.returncode}\nstderr:\n{r.stderr[-3000:]}\nstdout:\n{r.stdout[-2000:]}"
     assert r.returncode == 0 and r.stderr == "", report
     lines = r.stdout.splitlines()
