@@ -3,8 +3,8 @@
 Every object returned to Tcl becomes a handle command, `::py::objN`, that
 holds the object until it is released.  N grows with every handle the
 process makes and never comes back, so a scope needs no bookkeeping of its
-own while its body runs: the handles made in the body are those numbered
-above the newest one alive when the body began.
+own while its body runs: it makes a throwaway handle when it begins, and
+the handles made in the body are those numbered above that one.
 
 A handle survives its scope when its name occurs in the body's result, at
 any depth of list or dict nesting (it is found in the result's text, as a
@@ -23,25 +23,56 @@ HANDLE_IN_TEXT = re.compile(r"::py::obj\d+(?!\d)")
 # The body runs in the caller's frame through `catch`, so that its result
 # can be read before the handles in it are judged; `return -options` then
 # ends the command exactly as the body ended (any code, errorCode,
-# errorInfo).  Nested scopes finish before their outer catch stores, so one
-# set of variables serves them all.
+# errorInfo).  Nested scopes finish before their outer catch stores, and
+# each value is unset as it is taken, so one set of variables serves all.
 NAMESPACE = "::tclamp::scope"
-BODY, CODE, RESULT, OPTIONS = (f"{NAMESPACE}::{name}"
-                               for name in ("body", "code", "result", "options"))
-RUN_BODY = f"set {CODE} [catch ${BODY} {RESULT} {OPTIONS}]"
-END_AS_BODY_ENDED = f"return -options ${OPTIONS} ${RESULT}"
-RELEASE = f"{NAMESPACE}::release"
+HELPERS = f"""namespace eval {NAMESPACE} {{
+    proc take {{name}} {{
+        variable $name
+        set value [set $name]
+        unset $name
+        return $value
+    }}
+    # Keeps the body for RUN_BODY; returns the marker's handle name.
+    proc begin {{script marker}} {{
+        variable body $script
+        return $marker
+    }}
+    # The body's return code, followed by its result when asked.
+    proc ended {{with_result}} {{
+        variable result
+        set code [take code]
+        if {{$with_result}} {{
+            return "$code $result"
+        }}
+        return $code
+    }}
+    proc release {{names}} {{
+        foreach name $names {{
+            # A finalizer of one may have released another.
+            catch {{rename $name {{}}}}
+        }}
+    }}
+}}"""
+RUN_BODY = (f"set {NAMESPACE}::code [catch [{NAMESPACE}::take body]"
+            f" {NAMESPACE}::result {NAMESPACE}::options]")
+END_AS_BODY_ENDED = f"return -options [{NAMESPACE}::take options] [{NAMESPACE}::take result]"
+BEGIN, ENDED, RELEASE = (f"{NAMESPACE}::{name}" for name in ("begin", "ended", "release"))
 TCL_ERROR = "1"
 
 
 class Scope:
     """One running `py scope`: it releases the handles numbered above
-    `newest` at its end, except the names in `kept`."""
-    __slots__ = ("newest", "kept")
+    `mark` at its end, except the names in `kept`."""
+    __slots__ = ("mark", "kept")
 
-    def __init__(self, newest):
-        self.newest = newest
+    def __init__(self, mark):
+        self.mark = mark
         self.kept = set()
+
+
+class Marker:
+    """The throwaway object whose handle's number marks a scope's start."""
 
 
 # interpreter -> its running scopes, innermost last (only while one runs)
@@ -53,23 +84,17 @@ def handle_number(name):
     return int(match[1]) if match else None
 
 
-def newest_handle(names):
-    """The number of the newest `::py::objN` among the live handle names
-    (oldest first; a renamed handle moves to the end under its new name)."""
-    for name in reversed(names):
-        number = handle_number(name)
-        if number is not None:
-            return number
-    return 0
-
-
-def made_after(names, newest):
-    """The live handles numbered above `newest`, oldest first."""
+def made_after(names, mark):
+    """The live handles numbered above `mark`, oldest first.  The names are
+    oldest first too, so the scan from the end stops at the first older
+    one.  (A handle renamed moves to the end under its new name; one
+    renamed away and back to its `::py::objN` name hides the handles made
+    before that from this scan, and they are left alive.)"""
     made = []
     for name in reversed(names):
         number = handle_number(name)
         if number is not None:
-            if number <= newest:
+            if number < mark:
                 break
             made.append(name)
     made.reverse()
@@ -78,32 +103,32 @@ def made_after(names, newest):
 
 def run_scope(body):
     interp = _bridge.current()
-    scope = Scope(newest_handle(interp.handle_names()))
+    # The marker's handle is numbered above every handle made so far and
+    # below every one made from now on.
+    marker = Marker()
+    scope = Scope(handle_number(interp.call(BEGIN, body, marker)))
+    interp.release(marker)
     scopes = _running.setdefault(interp, [])
     scopes.append(scope)
     try:
-        interp.call("set", BODY, body)
         ran = interp.evaluate(RUN_BODY)
     finally:
         scopes.pop()
         if not scopes:
             del _running[interp]
+    made = [name for name in made_after(interp.handle_names(), scope.mark)
+            if name not in scope.kept]
     try:
-        code = interp.call("set", CODE)
+        code, _, result = interp.call(ENDED, bool(made)).partition(" ")
     except TclError:
         return ran      # Tcl_CancelEval (Ctrl-C) unwinds through the catch
-    made = [name for name in made_after(interp.handle_names(), scope.newest)
-            if name not in scope.kept]
     if made and code != TCL_ERROR:
         # An error's message is no value to hand on: then all of them go.
-        passed_on = set(HANDLE_IN_TEXT.findall(interp.call("set", RESULT)))
+        passed_on = set(HANDLE_IN_TEXT.findall(result))
         made = [name for name in made if name not in passed_on]
     if made:
         interp.call(RELEASE, made)
-    outcome = interp.evaluate(END_AS_BODY_ENDED)
-    # -nocomplain: an inner scope has unset the body already.
-    interp.call("unset", "-nocomplain", BODY, CODE, RESULT, OPTIONS)
-    return outcome
+    return interp.evaluate(END_AS_BODY_ENDED)
 
 
 def plan_scope(*args):
@@ -134,7 +159,7 @@ def py_keep(*args):
     number = handle_number(name)
     if number is not None:
         for scope in reversed(_running.get(interp, ())):
-            if number > scope.newest:
+            if number > scope.mark:
                 # The innermost scope that began before the handle was made.
                 scope.kept.add(name)
                 break
@@ -143,13 +168,6 @@ def py_keep(*args):
 
 def add_commands(interp):
     """::py::scope and ::py::keep, for the py ensemble."""
-    interp.eval(f"namespace eval {NAMESPACE} {{\n"
-                "    proc release {names} {\n"
-                "        foreach name $names {\n"
-                "            # A finalizer of one may have released another.\n"
-                "            catch {rename $name {}}\n"
-                "        }\n"
-                "    }\n"
-                "}")
+    interp.eval(HELPERS)
     interp.create_command("::py::scope", plan_scope, planned=True)
     interp.create_command("::py::keep", py_keep)
