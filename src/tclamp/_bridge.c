@@ -67,7 +67,7 @@ typedef int Tcl_Size;
 static PyObject *TclErrorType;  /* tclamp.TclError(result, errorcode, errorinfo, code) */
 static PyObject *describe_error;/* exc -> (message, errorcode, errorInfo tail|None) */
 static PyObject *shutdown_steps;/* bridge.SHUTDOWN_STEPS, in this order: */
-enum { STEP_FLUSH_ALL, STEP_OTHER_THREADS, STEP_THREAD_ENDED, STEP_FLUSH_FILES, STEP_COUNT };
+enum { STEP_RUN_ATEXIT, STEP_OTHER_THREADS, STEP_THREAD_ENDED, STEP_FLUSH_FILES, STEP_COUNT };
 
 /* ------------------------------------------------------------------ */
 /* Python's lifetime in this process                                    */
@@ -842,9 +842,8 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     if (code == TCL_BREAK || code == TCL_CONTINUE) {
         Tcl_SetObjResult(interp, Tcl_ObjPrintf("invoked \"%s\" outside of a loop",
                                                code == TCL_BREAK ? "break" : "continue"));
-    } else if (code == TCL_RETURN) {
-        Tcl_SetObjResult(interp, Tcl_NewStringObj("invoked \"return\" outside of a proc", -1));
-    }   /* an application's own code keeps its result */
+    }   /* a return that leaves the top level, or an application's own code,
+           keeps its result */
     PyObject *result = str_from_tcl(Tcl_GetObjResult(interp));
     PyObject *errorcode = code == TCL_ERROR ? dict_str(options, "-errorcode")
                                             : PyUnicode_FromString("NONE");
@@ -948,12 +947,21 @@ handle_deleted(ClientData cd)
     if (enter(&e, NULL, NULL) < 0)
         return;                 /* Python is gone; so is the object */
     InterpState *s = h->owner;
+    InterpState *outer = here.current;
+    here.current = s;           /* a __del__ run now sees who released it */
+    /* Only our own entries go: a new handle may hold this name already (a
+       command renamed onto the next name is deleted when that one is made). */
     PyObject *id = PyLong_FromVoidPtr(h->object);
-    if (id == NULL || (s->by_object && PyDict_DelItem(s->by_object, id) < 0))
+    if (id != NULL && s->by_object != NULL
+            && PyDict_GetItemWithError(s->by_object, id) == h->name
+            && PyDict_DelItem(s->by_object, id) < 0)
         PyErr_Clear();
     Py_XDECREF(id);
-    if (s->handles != NULL && PyDict_DelItem(s->handles, h->name) < 0)
+    if (s->handles != NULL && PyDict_GetItemWithError(s->handles, h->name) == h->object
+            && PyDict_DelItem(s->handles, h->name) < 0)
         PyErr_Clear();
+    PyErr_Clear();
+    here.current = outer;
     lifetime_delete(&h->life);
     leave(&e);
 }
@@ -1430,6 +1438,8 @@ eval_result(Tcl_Interp *interp, int code)
 #define RUN_TCL(s, statement) do {                  \
         state_hold(s);                              \
         WITHOUT_GIL(statement);                     \
+        if (python_started_here)                    \
+            flush_tcl_stdout(); /* before Python prints again */ \
     } while (0)
 
 /* After Tcl ran: the caller's result is read; then deferred deletions. */
@@ -1873,6 +1883,8 @@ guard_python_thread(void)
 }
 
 static void close_python(int may_finalize);
+static pthread_t closer;                /* the thread that closes Python */
+static int closing;                     /* ... while it runs its steps */
 static int shutdown_step(int i);
 
 /* Every Tcl_Exit of the process comes here first, from any thread: Python
@@ -1884,7 +1896,16 @@ static int shutdown_step(int i);
 static void
 tclamp_exit(ClientData status)
 {
-    close_python(python_started_here);
+    if (closing && pthread_equal(closer, pthread_self())) {
+        /* exit from a __del__ while closing: what is written is flushed */
+        if (here.parked != NULL) {
+            PyEval_RestoreThread(here.parked);
+            here.parked = NULL;
+        }
+        shutdown_step(STEP_FLUSH_FILES);
+    } else {
+        close_python(python_started_here);
+    }
     Tcl_SetExitProc(NULL);
     Tcl_Exit((int)(intptr_t)status);
 }
@@ -2057,7 +2078,6 @@ shutdown_step(int i)
 static void
 close_python(int may_finalize)
 {
-    static pthread_t closer;
     pthread_mutex_lock(&lifecycle_lock);
     int was = atomic_exchange(&python_state, PY_CLOSED);
     if (was == PY_RUNNING)
@@ -2079,14 +2099,21 @@ close_python(int may_finalize)
     } else if (!PyGILState_Check()) {
         PyGILState_Ensure();
     }
+    closing = 1;
+    /* Python's own order: atexit handlers, then the objects go. */
+    shutdown_step(STEP_RUN_ATEXIT);
     release_all_handles();
     int others = atomic_load(&entries_active) - (t->depth > 0);
+    if (t->depth > 0)           /* frames below us keep __main__ and their locals */
+        shutdown_step(STEP_FLUSH_FILES);
     if (may_finalize && others == 0 && atomic_load(&abandoned_threads) == 0
             && !shutdown_step(STEP_OTHER_THREADS)) {
         Py_FinalizeEx();
         return;
     }
-    shutdown_step(STEP_FLUSH_ALL);
+    if (t->depth == 0)
+        shutdown_step(STEP_FLUSH_FILES);
+    closing = 0;
 }
 
 static void
@@ -2142,6 +2169,33 @@ own_path(void)
     return dladdr((void *)&PyInit__bridge, &info) ? info.dli_fname : NULL;
 }
 
+/* Our module object is this very file: make `import tclamp._bridge` find
+   it rather than load a second copy, and `import tclamp` find the Python
+   files beside it, whatever the environment has installed.  (GIL held.) */
+static void
+adopt_this_copy(void)
+{
+    PyObject *module = PyInit__bridge();
+    PyObject *modules = PySys_GetObject("modules");
+    PyObject *sys_path = PySys_GetObject("path");
+    const char *path = own_path();
+    if (module == NULL || modules == NULL || path == NULL
+            || PyModule_AddStringConstant(module, "__file__", path) < 0
+            || PyDict_SetItemString(modules, "tclamp._bridge", module) < 0)
+        PyErr_Print();
+    if (path != NULL && sys_path != NULL) {
+        char *dir = strdup(path), *slash;
+        for (int up = 0; up < 2 && (slash = strrchr(dir, '/')) != NULL; up++)
+            *slash = '\0';     /* .../src/tclamp/_bridge.so -> .../src */
+        PyObject *entry = PyUnicode_DecodeFSDefault(dir);
+        if (entry == NULL || PyList_Insert(sys_path, 0, entry) < 0)
+            PyErr_Print();
+        Py_XDECREF(entry);
+        free(dir);
+    }
+    Py_XDECREF(module);
+}
+
 static int
 start_error(Tcl_Interp *interp, Tcl_Obj *message)
 {
@@ -2184,28 +2238,7 @@ start_python(Tcl_Interp *interp)
     if (PyStatus_Exception(status))
         return start_error(interp, Tcl_ObjPrintf("tclamp: cannot start Python from \"%s\": %s",
                                                  exe, status.err_msg ? status.err_msg : "failed"));
-    /* Our module object is this very file: make `import tclamp._bridge`
-       find it rather than load a second copy, and `import tclamp` find the
-       Python files beside it, whatever the environment has installed. */
-    PyObject *module = PyInit__bridge();
-    PyObject *modules = PySys_GetObject("modules");
-    PyObject *sys_path = PySys_GetObject("path");
-    const char *path = own_path();
-    if (module == NULL || modules == NULL || path == NULL
-            || PyModule_AddStringConstant(module, "__file__", path) < 0
-            || PyDict_SetItemString(modules, "tclamp._bridge", module) < 0)
-        PyErr_Print();
-    if (path != NULL && sys_path != NULL) {
-        char *dir = strdup(path), *slash;
-        for (int up = 0; up < 2 && (slash = strrchr(dir, '/')) != NULL; up++)
-            *slash = '\0';     /* .../src/tclamp/_bridge.so -> .../src */
-        PyObject *entry = PyUnicode_DecodeFSDefault(dir);
-        if (entry == NULL || PyList_Insert(sys_path, 0, entry) < 0)
-            PyErr_Print();
-        Py_XDECREF(entry);
-        free(dir);
-    }
-    Py_XDECREF(module);
+    adopt_this_copy();
     /* Importing `signal` (torch does) installs Python's SIGINT handler even
        so; import it now and give the host its own disposition back. */
     PyObject *signal_module = PyImport_ImportModule("signal");
@@ -2232,6 +2265,10 @@ check_same_bridge(Tcl_Interp *interp)
     const char *path = own_path();
     PyObject *modules = PySys_GetObject("modules");
     PyObject *m = modules ? PyDict_GetItemString(modules, "tclamp._bridge") : NULL;
+    if (m == NULL && modules != NULL && PyDict_GetItemString(modules, "tclamp") == NULL) {
+        adopt_this_copy();      /* tclamp not imported yet: this copy is it */
+        return TCL_OK;
+    }
     PyObject *file = m ? PyObject_GetAttrString(m, "__file__") : NULL;
     if (file != NULL && path != NULL) {
         const char *f = PyUnicode_AsUTF8(file);

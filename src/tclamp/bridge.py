@@ -137,12 +137,9 @@ tcl = CurrentTcl()
 
 # --- the end of the process, as the C bridge runs it (see close_python) ----
 
-def flush_all():
-    """When Python cannot be finalized (another thread is still inside it):
-    what its own end would do for the user's data.  atexit handlers run, and
-    every open file is flushed."""
+def run_atexit():
+    """Python's atexit handlers, as its own end runs them (once)."""
     atexit._run_exitfuncs()
-    flush_files()
 
 
 def flush_files():
@@ -182,4 +179,4 @@ def thread_ended():
         stop()
 
 
-SHUTDOWN_STEPS = (flush_all, other_threads_running, thread_ended, flush_files)
+SHUTDOWN_STEPS = (run_atexit, other_threads_running, thread_ended, flush_files)
