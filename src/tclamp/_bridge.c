@@ -53,14 +53,10 @@ typedef int Tcl_Size;
 #  define TCL_SIZE_MAX INT_MAX
 #endif
 
-#if TCL_UTF_MAX > 3             /* Tcl_UniChar is 32 bits (Tcl 9) */
-#  define UNICHAR_CODEC (PY_BIG_ENDIAN ? "utf-32-be" : "utf-32-le")
-#else                           /* Tcl_UniChar is UTF-16 (Tcl 8.6) */
-#  define UNICHAR_CODEC (PY_BIG_ENDIAN ? "utf-16-be" : "utf-16-le")
-#endif
-
 #define HANDLE_PREFIX "::py::obj"
 #define MEMO_SLOTS 8            /* remembered argument lists per command */
+#define SCRIPT_CACHE_SIZE 128   /* Interp.eval scripts kept compiled, per interpreter */
+#define CODE_CACHE_SIZE 128     /* py eval/exec sources kept compiled, per interpreter */
 #define DELETE_RETRY_MS 10      /* an interpreter still running is deleted later */
 
 /* Set once by tclamp/__init__.py through configure(). */
@@ -261,6 +257,9 @@ struct InterpState {
     int delete_requested;       /* the Python object went; delete when idle */
     PyObject *handles;          /* "::py::objN" -> object (the one reference) */
     PyObject *by_object;        /* id(object) -> name: one handle per object */
+    PyObject *scripts;          /* Interp.eval: script str -> its Tcl value (capsule),
+                                   whose bytecode Tcl keeps; NULL until used */
+    PyObject *codes[2];         /* py eval, py exec: source str -> code object */
     InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
     InterpState *prev, *next;   /* every state, for exit and cross-thread work */
 };
@@ -309,6 +308,9 @@ state_decref(InterpState *s)
     if (s->next) s->next->prev = s->prev;
     Py_CLEAR(s->handles);
     Py_CLEAR(s->by_object);
+    Py_CLEAR(s->scripts);       /* emptied already, on the interpreter's thread */
+    Py_CLEAR(s->codes[0]);
+    Py_CLEAR(s->codes[1]);
     PyMem_Free(s);
 }
 
@@ -423,23 +425,101 @@ check_tcl_size(Py_ssize_t n, const char *what, const char *unit)
     return 0;
 }
 
+/* Tcl's own value types, known once Tcl's stubs are ready (find_tcl_types):
+   a value is read by its type where that saves parsing its text. */
+static const Tcl_ObjType *string_type, *int_type, *wide_type, *bignum_type,
+    *double_type, *list_type, *bytearray_type;
+
+static void
+look_up_tcl_types(void)
+{
+    string_type = Tcl_GetObjType("string");
+    int_type = Tcl_GetObjType("int");
+    wide_type = Tcl_GetObjType("wideInt");      /* only where long is 32 bits */
+    bignum_type = Tcl_GetObjType("bignum");
+    double_type = Tcl_GetObjType("double");
+    list_type = Tcl_GetObjType("list");
+    bytearray_type = Tcl_GetObjType("bytearray");
+}
+
+static void
+find_tcl_types(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, look_up_tcl_types);
+}
+
+/* Tcl's code units (UTF-16 in 8.6, UTF-32 in 9) as a str; surrogates that
+   make a pair become one character, a lone one is kept. */
+static PyObject *
+str_from_units(Tcl_Obj *obj)
+{
+    Tcl_Size n;
+    Tcl_UniChar *u = Tcl_GetUnicodeFromObj(obj, &n);
+    int order = PY_BIG_ENDIAN ? 1 : -1;         /* native; a BOM is a character */
+#if TCL_UTF_MAX > 3
+    return PyUnicode_DecodeUTF32((const char *)u, (Py_ssize_t)n * 4, "surrogatepass", &order);
+#else
+    return PyUnicode_DecodeUTF16((const char *)u, (Py_ssize_t)n * 2, "surrogatepass", &order);
+#endif
+}
+
 static PyObject *
 str_from_tcl(Tcl_Obj *obj)
 {
-    Tcl_Size len, i;
+    /* Held only as code units (a str from Python, say): read those rather
+       than have Tcl write UTF-8 for us to decode. */
+    if (obj->bytes == NULL && obj->typePtr == string_type && string_type != NULL)
+        return str_from_units(obj);
+    Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
-    for (i = 0; i < len; i++) {
-        if ((unsigned char)s[i] >= 0x80)
-            break;
+    /* Tcl's UTF-8 is standard UTF-8 but for NUL (C0 80) and, from older
+       8.6 releases, characters beyond the BMP as surrogates: those fail
+       strict decoding and go through Tcl's own code units. */
+    PyObject *str = PyUnicode_DecodeUTF8(s, len, NULL);
+    if (str != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        return str;
+    PyErr_Clear();
+    return str_from_units(obj);
+}
+
+/* A str that is not ASCII (or holds NUL) as Tcl code units: Tcl then
+   counts and indexes it without decoding UTF-8.  A str of the same width
+   is handed over as it is; others are widened, or split into surrogate
+   pairs for Tcl 8.6. */
+static Tcl_Obj *
+tcl_from_units(PyObject *s)
+{
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (kind == (int)sizeof(Tcl_UniChar))
+        return Tcl_NewUnicodeObj((const Tcl_UniChar *)data, (Tcl_Size)len);
+    Py_ssize_t n = len;
+#if TCL_UTF_MAX <= 3
+    if (kind == PyUnicode_4BYTE_KIND) {     /* at most 2 * len: tcl_from_str checked */
+        for (Py_ssize_t i = 0; i < len; i++)
+            n += ((const Py_UCS4 *)data)[i] > 0xFFFF;
     }
-    if (i == len)               /* plain ASCII: the common, fast case */
-        return PyUnicode_FromStringAndSize(s, len);
-    /* Tcl's internal UTF-8 writes NUL as C0 80 and, in 8.6, characters
-       beyond the BMP as surrogates: go through Tcl's own code units. */
-    Tcl_Size n;
-    Tcl_UniChar *u = Tcl_GetUnicodeFromObj(obj, &n);
-    return PyUnicode_Decode((const char *)u, (Py_ssize_t)n * sizeof(Tcl_UniChar),
-                            UNICHAR_CODEC, "surrogatepass");
+#endif
+    Tcl_UniChar *units = PyMem_New(Tcl_UniChar, n ? n : 1);
+    if (units == NULL)
+        return (Tcl_Obj *)PyErr_NoMemory();
+    Py_ssize_t j = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+#if TCL_UTF_MAX <= 3
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            units[j++] = (Tcl_UniChar)(0xD800 | (c >> 10));
+            c = 0xDC00 | (c & 0x3FF);
+        }
+#endif
+        units[j++] = (Tcl_UniChar)c;
+    }
+    Tcl_Obj *obj = Tcl_NewUnicodeObj(units, (Tcl_Size)n);
+    PyMem_Free(units);
+    return obj;
 }
 
 static Tcl_Obj *
@@ -457,13 +537,7 @@ tcl_from_str(PyObject *s)
     if (check_tcl_size(len > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : len * 3,
                        "str", "bytes of Tcl's UTF-8 at most") < 0)
         return NULL;
-    PyObject *units = PyUnicode_AsEncodedString(s, UNICHAR_CODEC, "surrogatepass");
-    if (units == NULL)
-        return NULL;
-    Tcl_Obj *obj = Tcl_NewUnicodeObj((const Tcl_UniChar *)PyBytes_AS_STRING(units),
-                                     (Tcl_Size)(PyBytes_GET_SIZE(units) / sizeof(Tcl_UniChar)));
-    Py_DECREF(units);
-    return obj;
+    return tcl_from_units(s);
 }
 
 static Tcl_Obj *make_handle(InterpState *owner, PyObject *value);
@@ -1418,18 +1492,609 @@ python_command_deleted(ClientData cd)
 
 
 /* ------------------------------------------------------------------ */
+/* py call, py eval, py exec: the py ensemble's own commands, in C      */
+
+/*
+ * They mean exactly what docs/py.md says.  Code runs in __main__'s
+ * namespace, compiled as compile(source, "<py eval>", "eval",
+ * dont_inherit=True) compiles it.  A callable's first name is looked up in
+ * __main__, then in builtins, and the rest of the dotted name as
+ * attributes; only a name that needs an import goes to bridge.resolve (the
+ * command's callable), which also raises every lookup error.
+ *
+ * What the text of a Tcl value means to Python is kept as the value's
+ * internal representation, the way Tcl keeps bytecode: a code object for
+ * py eval and py exec, a dotted name split into interned parts for py
+ * call.  Both depend on the text alone, so neither can go stale when
+ * __main__ or a module changes; the lookups themselves run every time.
+ * Compiled code is also kept in a bounded dict per interpreter, for source
+ * that arrives in a new value.
+ */
+
+enum { RUN_EVAL, RUN_EXEC, CALL_NAME };     /* what a python_rep holds */
+static const char *const run_modes[] = {"eval", "exec"};
+static const char *const run_filenames[] = {"<py eval>", "<py exec>"};
+static const char *const run_usages[] = {"py eval expression", "py exec code"};
+#define CACHE_MAX_CHARS 16384   /* longer scripts and sources are not kept in the dicts */
+#define CALL_STACK_ARGS 8       /* arguments converted without an allocation */
+
+static PyObject *main_name;     /* "__main__", interned (set up by PyInit__bridge) */
+static PyObject *builtins_name; /* "__builtins__", interned */
+static PyObject *builtins_module;
+static PyObject *compile_function;  /* builtins.compile */
+
+static int
+wrong_args(Tcl_Interp *interp, const char *usage)
+{
+    Tcl_SetObjResult(interp, Tcl_ObjPrintf("wrong # args: should be \"%s\"", usage));
+    Tcl_SetErrorCode(interp, "TCLAMP", "WRONG_ARGS", NULL);
+    return TCL_ERROR;
+}
+
+/* Tcl may free a value at any moment, on a thread that cannot take the GIL
+   just then (in its own teardown, say): the Python object it held waits
+   here, and goes the next time a py command holds the GIL. */
+static pthread_mutex_t unused_lock = PTHREAD_MUTEX_INITIALIZER;
+static PyObject **unused_objects;
+static size_t unused_count, unused_room;
+static atomic_int unused_waiting;
+
+static void
+free_python_rep(Tcl_Obj *obj)
+{
+    PyObject *held = obj->internalRep.twoPtrValue.ptr1;
+    pthread_mutex_lock(&unused_lock);
+    if (unused_count == unused_room) {
+        size_t room = unused_room ? 2 * unused_room : 16;
+        PyObject **grown = realloc(unused_objects, room * sizeof(PyObject *));
+        if (grown != NULL) {
+            unused_objects = grown;
+            unused_room = room;
+        }
+    }
+    if (unused_count < unused_room) {       /* else it stays: no memory to note it */
+        unused_objects[unused_count++] = held;
+        atomic_store(&unused_waiting, 1);
+    }
+    pthread_mutex_unlock(&unused_lock);
+    obj->typePtr = NULL;
+}
+
+/* A copy is plain text, read again if it is used: sharing the Python
+   object would need the GIL. */
+static void
+dup_python_rep(Tcl_Obj *from, Tcl_Obj *to)
+{
+    (void)from;
+    (void)to;
+}
+
+static Tcl_ObjType python_rep = {
+    "tclamp.python", free_python_rep, dup_python_rep, NULL, NULL,
+};
+
+/* With the GIL: the Python objects that Tcl let go. */
+static void
+release_unused_objects(void)
+{
+    if (atomic_load_explicit(&unused_waiting, memory_order_relaxed) == 0)
+        return;
+    pthread_mutex_lock(&unused_lock);
+    PyObject **objects = unused_objects;
+    size_t count = unused_count;
+    unused_objects = NULL;
+    unused_count = unused_room = 0;
+    atomic_store(&unused_waiting, 0);
+    pthread_mutex_unlock(&unused_lock);
+    for (size_t i = 0; i < count; i++)
+        Py_DECREF(objects[i]);
+    free(objects);
+}
+
+/* What `obj` means to Python (kind RUN_EVAL, RUN_EXEC or CALL_NAME), if
+   that is known: a borrowed reference, else NULL. */
+static PyObject *
+python_rep_of(Tcl_Obj *obj, int kind)
+{
+    if (obj->typePtr == &python_rep && (intptr_t)obj->internalRep.twoPtrValue.ptr2 == kind)
+        return obj->internalRep.twoPtrValue.ptr1;
+    return NULL;
+}
+
+/* Keeps `meaning` as obj's internal representation, if obj has text to
+   fall back on. */
+static void
+keep_python_rep(Tcl_Obj *obj, PyObject *meaning, int kind)
+{
+    if (obj->bytes == NULL)
+        return;
+    if (obj->typePtr != NULL && obj->typePtr->freeIntRepProc != NULL)
+        obj->typePtr->freeIntRepProc(obj);
+    obj->typePtr = &python_rep;
+    obj->internalRep.twoPtrValue.ptr1 = Py_NewRef(meaning);
+    obj->internalRep.twoPtrValue.ptr2 = (void *)(intptr_t)kind;
+}
+
+/* Keeps `value` under `key` in a dict of at most `size` entries, the oldest
+   going first.  A failure only costs the cache. */
+static void
+cache_put(PyObject *cache, PyObject *key, PyObject *value, Py_ssize_t size)
+{
+    if (PyDict_GET_SIZE(cache) >= size) {
+        Py_ssize_t pos = 0;
+        PyObject *oldest, *unused;
+        if (PyDict_Next(cache, &pos, &oldest, &unused)) {
+            Py_INCREF(oldest);
+            if (PyDict_DelItem(cache, oldest) < 0)
+                PyErr_Clear();
+            Py_DECREF(oldest);
+        }
+    }
+    if (PyDict_SetItem(cache, key, value) < 0)
+        PyErr_Clear();
+}
+
+static PyObject *
+compile_source(PyObject *text, int mode)
+{
+    if (compile_function == NULL
+            && (compile_function = PyObject_GetAttrString(builtins_module, "compile")) == NULL)
+        return NULL;
+    return PyObject_CallFunction(compile_function, "Ossii", text, run_filenames[mode],
+                                 run_modes[mode], 0, 1);
+}
+
+/* The code object for `source` (a new reference). */
+static PyObject *
+compiled_code(InterpState *owner, Tcl_Obj *source, int mode)
+{
+    PyObject *code = python_rep_of(source, mode);
+    if (code != NULL)
+        return Py_NewRef(code);
+    PyObject *text = str_from_tcl(source);
+    if (text == NULL)
+        return NULL;
+    PyObject **cache = &owner->codes[mode];
+    if (*cache == NULL && (*cache = PyDict_New()) == NULL) {
+        Py_DECREF(text);
+        return NULL;
+    }
+    code = PyDict_GetItemWithError(*cache, text);
+    if (code != NULL) {
+        Py_INCREF(code);
+    } else if (!PyErr_Occurred()) {
+        code = compile_source(text, mode);
+        if (code != NULL && PyUnicode_GET_LENGTH(text) <= CACHE_MAX_CHARS)
+            cache_put(*cache, text, code, CODE_CACHE_SIZE);
+    }
+    Py_DECREF(text);
+    if (code != NULL)
+        keep_python_rep(source, code, mode);
+    return code;
+}
+
+/* sys.modules["__main__"].__dict__ (a new reference). */
+static PyObject *
+main_namespace(void)
+{
+    PyObject *main = PyDict_GetItemWithError(PyImport_GetModuleDict(), main_name);
+    if (main == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetObject(PyExc_KeyError, main_name);
+        return NULL;
+    }
+    if (PyModule_CheckExact(main))
+        return Py_NewRef(PyModule_GetDict(main));
+    return PyObject_GetAttrString(main, "__dict__");
+}
+
+/* eval(code, namespace) or exec(code, namespace), namespace being __main__'s. */
+static PyObject *
+run_code(PyObject *code, int mode)
+{
+    PyObject *globals = main_namespace();
+    if (globals == NULL)
+        return NULL;
+    PyObject *value = NULL;
+    if (PyDict_Check(globals)) {
+        /* eval and exec give the namespace builtins if it has none */
+        PyObject *has = PyDict_GetItemWithError(globals, builtins_name);
+        if (has != NULL || (!PyErr_Occurred()
+                            && PyDict_SetItem(globals, builtins_name, PyEval_GetBuiltins()) == 0))
+            value = PyEval_EvalCode(code, globals, globals);
+    } else {                    /* not a dict: eval and exec say what is wrong */
+        PyObject *run = PyObject_GetAttrString(builtins_module, run_modes[mode]);
+        value = run ? PyObject_CallFunctionObjArgs(run, code, globals, NULL) : NULL;
+        Py_XDECREF(run);
+    }
+    Py_DECREF(globals);
+    return value;
+}
+
+/* The end of every py command: `value` (or the pending exception) becomes
+   the Tcl result. */
+static int
+py_command_done(Command *cmd, Tcl_Interp *interp, PyObject *value, Entry *e)
+{
+    Tcl_Obj *result = value ? result_to_tcl(cmd->owner, value) : NULL;
+    Py_XDECREF(value);
+    int rc = TCL_OK;
+    if (result != NULL)
+        Tcl_SetObjResult(interp, result);
+    else
+        rc = report_python_error(cmd->owner, interp);
+    lifetime_leave(&cmd->life);
+    leave(e);
+    return rc;
+}
+
+static int
+run_source(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[], int mode)
+{
+    Command *cmd = cd;
+    if (objc != 2)
+        return wrong_args(interp, run_usages[mode]);
+    Entry e;
+    if (enter(&e, cmd->owner, interp) < 0)
+        return TCL_ERROR;
+    flush_tcl_stdout();
+    lifetime_enter(&cmd->life);
+    release_unused_objects();
+    PyObject *code = compiled_code(cmd->owner, objv[1], mode);
+    PyObject *value = code ? run_code(code, mode) : NULL;
+    Py_XDECREF(code);
+    return py_command_done(cmd, interp, value, &e);
+}
+
+static int
+py_eval_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
+{
+    return run_source(cd, interp, objc, objv, RUN_EVAL);
+}
+
+static int
+py_exec_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
+{
+    return run_source(cd, interp, objc, objv, RUN_EXEC);
+}
+
+/* The parts of a dotted name, interned (attribute lookups by an interned
+   name hit Python's type caches): a new reference to a tuple, kept on the
+   Tcl value.  A name of a handle's form never is: it may name a handle
+   later. */
+static PyObject *
+name_parts(Tcl_Obj *word, PyObject *text)
+{
+    PyObject *dot = PyUnicode_FromOrdinal('.');
+    PyObject *list = dot ? PyUnicode_Split(text, dot, -1) : NULL;
+    Py_XDECREF(dot);
+    PyObject *parts = list ? PyList_AsTuple(list) : NULL;
+    Py_XDECREF(list);
+    if (parts == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(parts); i++)
+        PyUnicode_InternInPlace(&PyTuple_GET_ITEM(parts, i));
+    Tcl_Size len;
+    const char *s = Tcl_GetStringFromObj(word, &len);
+    if (len < (Tcl_Size)sizeof(HANDLE_PREFIX) - 1
+            || memcmp(s, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1) != 0)
+        keep_python_rep(word, parts, CALL_NAME);
+    return parts;
+}
+
+/* What the first part of a dotted name means in __main__ or builtins (a new
+   reference); NULL without an error when bridge.resolve must decide. */
+static PyObject *
+look_up_first(PyObject *first)
+{
+    PyObject *namespace = main_namespace();
+    if (namespace == NULL) {
+        PyErr_Clear();          /* resolve raises it again */
+        return NULL;
+    }
+    PyObject *found = NULL;
+    if (PyDict_CheckExact(namespace)) {
+        found = PyDict_GetItemWithError(namespace, first);
+        Py_XINCREF(found);
+        if (found == NULL && !PyErr_Occurred()) {
+            found = PyObject_GetAttr(builtins_module, first);
+            if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+                PyErr_Clear();
+        }
+    }
+    Py_DECREF(namespace);
+    return found;
+}
+
+/* Calls what the dotted name `parts` names with args[2 .. nargs+1]; args[0]
+   and args[1] are free for the call to use.  `word` is the name as Tcl
+   holds it, for bridge.resolve. */
+static PyObject *
+call_name(Command *cmd, Tcl_Obj *word, PyObject *parts, PyObject **args, Py_ssize_t nargs)
+{
+    PyObject *const *call_args = args + 2;
+    size_t nargsf = (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
+    Py_ssize_t last = PyTuple_GET_SIZE(parts) - 1;
+    PyObject *obj = look_up_first(PyTuple_GET_ITEM(parts, 0));
+    if (obj == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        /* An import, or an error to raise: bridge.resolve does both. */
+        PyObject *name = str_from_tcl(word);
+        PyObject *function = name ? PyObject_CallOneArg(cmd->callable, name) : NULL;
+        Py_XDECREF(name);
+        PyObject *value = function ? PyObject_Vectorcall(function, call_args, nargsf, NULL) : NULL;
+        Py_XDECREF(function);
+        return value;
+    }
+    for (Py_ssize_t i = 1; i < last && obj != NULL; i++)
+        Py_SETREF(obj, PyObject_GetAttr(obj, PyTuple_GET_ITEM(parts, i)));
+    if (obj == NULL)
+        return NULL;
+    PyObject *value;
+    if (last > 0) {             /* obj.name(args), without making a bound method */
+        args[1] = obj;
+        value = PyObject_VectorcallMethod(PyTuple_GET_ITEM(parts, last), args + 1, nargsf + 1,
+                                          NULL);
+    } else {
+        value = PyObject_Vectorcall(obj, call_args, nargsf, NULL);
+    }
+    Py_DECREF(obj);
+    return value;
+}
+
+static int
+py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
+{
+    Command *cmd = cd;
+    if (objc < 2)
+        return wrong_args(interp, "py call callable ?arg ...?");
+    Entry e;
+    if (enter(&e, cmd->owner, interp) < 0)
+        return TCL_ERROR;
+    flush_tcl_stdout();
+    lifetime_enter(&cmd->life);
+    release_unused_objects();
+    /* The callable: a dotted name, or the object of a handle. */
+    PyObject *parts = python_rep_of(objv[1], CALL_NAME), *target = NULL;
+    if (parts != NULL) {
+        Py_INCREF(parts);
+    } else if ((target = arg_to_python(cmd->owner, objv[1], NULL)) != NULL
+               && PyUnicode_Check(target)) {
+        parts = name_parts(objv[1], target);
+        Py_CLEAR(target);
+    }
+    Py_ssize_t nargs = objc - 2, converted = 0;
+    PyObject *stack[CALL_STACK_ARGS + 2], **args = stack;
+    if (nargs > CALL_STACK_ARGS && (args = PyMem_New(PyObject *, nargs + 2)) == NULL)
+        PyErr_NoMemory();
+    if (args != NULL && (parts != NULL || target != NULL)) {
+        for (; converted < nargs; converted++) {
+            args[converted + 2] = arg_to_python(cmd->owner, objv[converted + 2], NULL);
+            if (args[converted + 2] == NULL)
+                break;
+        }
+    }
+    PyObject *value = NULL;
+    if (converted == nargs && parts != NULL)
+        value = call_name(cmd, objv[1], parts, args, nargs);
+    else if (converted == nargs && target != NULL)
+        value = PyObject_Vectorcall(target, args + 2,
+                                    (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_XDECREF(parts);
+    Py_XDECREF(target);
+    while (converted-- > 0)
+        Py_DECREF(args[converted + 2]);
+    if (args != stack)
+        PyMem_Free(args);
+    return py_command_done(cmd, interp, value, &e);
+}
+
+/* Tcl compiles `py call f` into a direct call of ::py::call, as it does for
+   its own ensembles (string, dict): the subcommand is found once, when the
+   script is compiled, not on every call.  The flag is Tcl's own (tclInt.h),
+   which Tcl_SetEnsembleFlags honours; Tcl compiles only through an explicit
+   -map, so the ensemble gets the one its -subcommands imply.  It stays an
+   ensemble: the same errors, prefixes and configuration, and a change of
+   configuration makes Tcl compile again. */
+#define ENSEMBLE_COMPILE 0x4
+
+static PyObject *
+Interp_compile_ensemble(InterpObject *self, PyObject *name)
+{
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    if (!PyUnicode_Check(name))
+        return PyErr_Format(PyExc_TypeError, "name must be str");
+    Tcl_Interp *interp = s->interp;
+    Tcl_Obj *name_obj = tcl_from_str(name);
+    if (name_obj == NULL)
+        return NULL;
+    Tcl_IncrRefCount(name_obj);
+    Tcl_Command ensemble = Tcl_FindEnsemble(interp, name_obj, TCL_LEAVE_ERR_MSG);
+    Tcl_DecrRefCount(name_obj);
+    if (ensemble == NULL)
+        return raise_tcl_error(interp, TCL_ERROR);
+    Tcl_Obj *subcommands = NULL, *map = NULL;
+    Tcl_Namespace *ns = NULL;
+    Tcl_GetEnsembleSubcommandList(NULL, ensemble, &subcommands);
+    Tcl_GetEnsembleMappingDict(NULL, ensemble, &map);
+    Tcl_GetEnsembleNamespace(NULL, ensemble, &ns);
+    if (map == NULL && subcommands != NULL && ns != NULL) {
+        Tcl_Size n;
+        Tcl_Obj **names;
+        if (Tcl_ListObjGetElements(interp, subcommands, &n, &names) != TCL_OK)
+            return raise_tcl_error(interp, TCL_ERROR);
+        map = Tcl_NewDictObj();
+        for (Tcl_Size i = 0; i < n; i++)
+            Tcl_DictObjPut(NULL, map, names[i],
+                           Tcl_ObjPrintf("%s::%s", ns->fullName, Tcl_GetString(names[i])));
+        Tcl_SetEnsembleMappingDict(interp, ensemble, map);
+    }
+    int flags = 0;
+    Tcl_GetEnsembleFlags(NULL, ensemble, &flags);
+    Tcl_SetEnsembleFlags(interp, ensemble, flags | ENSEMBLE_COMPILE);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ */
 /* Interp methods                                                       */
 
-/* What an evaluation from Python returns: the result as str, or NULL with
-   tclamp.TclError raised for any other outcome than a normal end. */
+/* What Python asks a result to become: Interp.eval and call, `result=`. */
+enum { AS_STR, AS_INT, AS_FLOAT, AS_LIST, AS_OBJECT };
+
+static int
+wanted_result(PyObject *result)
+{
+    if (result == (PyObject *)&PyUnicode_Type)
+        return AS_STR;
+    if (result == (PyObject *)&PyLong_Type)
+        return AS_INT;
+    if (result == (PyObject *)&PyFloat_Type)
+        return AS_FLOAT;
+    if (result == (PyObject *)&PyList_Type)
+        return AS_LIST;
+    if (result == (PyObject *)&PyBaseObject_Type)
+        return AS_OBJECT;
+    PyErr_Format(PyExc_TypeError, "result must be str, int, float, list or object, not %R",
+                 result);
+    return -1;
+}
+
+/* The keyword arguments of eval and call: only `result`. */
+static int
+parse_result_keyword(const char *method, PyObject *const *values, PyObject *kwnames, int *want)
+{
+    *want = AS_STR;
+    Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "result") != 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%S'",
+                         method, name);
+            return -1;
+        }
+        if ((*want = wanted_result(values[i])) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The message Tcl left in `interp` about a value, as a ValueError. */
 static PyObject *
-eval_result(Tcl_Interp *interp, int code)
+value_error(Tcl_Interp *interp)
+{
+    PyObject *message = str_from_tcl(Tcl_GetObjResult(interp));
+    Tcl_ResetResult(interp);
+    if (message != NULL) {
+        PyErr_SetObject(PyExc_ValueError, message);
+        Py_DECREF(message);
+    }
+    return NULL;
+}
+
+/* An integer of any size, as Tcl reads it. */
+static PyObject *
+int_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
+{
+    Tcl_WideInt w;
+    if (obj->typePtr == NULL || obj->typePtr != bignum_type) {
+        if (Tcl_GetWideIntFromObj(NULL, obj, &w) == TCL_OK
+                && (obj->typePtr == NULL || obj->typePtr != bignum_type))
+            return PyLong_FromLongLong((long long)w);
+    }
+    /* Past 64 bits (where Tcl 8.6 would wrap), or not an integer: Tcl's
+       hexadecimal digits, which Python reads at any length, or its error. */
+    Tcl_Obj *hex = Tcl_Format(interp, "%llx", 1, &obj);
+    if (hex == NULL)
+        return value_error(interp);
+    Tcl_IncrRefCount(hex);
+    PyObject *value = PyLong_FromString(Tcl_GetString(hex), NULL, 16);
+    Tcl_DecrRefCount(hex);
+    return value;
+}
+
+static PyObject *float_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj);
+static PyObject *list_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj);
+
+/* A value as the Python type that Tcl's own type of it suggests: an integer
+   is an int, a double a float, a list a list (of such values), a byte array
+   that has no text bytes, anything else a str. */
+static PyObject *
+object_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
+{
+    const Tcl_ObjType *type = obj->typePtr;
+    if (type == NULL)
+        return str_from_tcl(obj);
+    if (type == int_type || type == wide_type || type == bignum_type)
+        return int_from_tcl(interp, obj);
+    if (type == double_type)
+        return float_from_tcl(interp, obj);
+    if (type == list_type)
+        return list_from_tcl(interp, obj);
+    if (type == bytearray_type && obj->bytes == NULL) {
+        Tcl_Size n;
+        unsigned char *bytes = Tcl_GetByteArrayFromObj(obj, &n);
+        return PyBytes_FromStringAndSize((const char *)bytes, n);
+    }
+    return str_from_tcl(obj);
+}
+
+static PyObject *
+float_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
+{
+    if (obj->typePtr == double_type && double_type != NULL)
+        return PyFloat_FromDouble(obj->internalRep.doubleValue);   /* NaN too */
+    double d;
+    if (Tcl_GetDoubleFromObj(interp, obj, &d) != TCL_OK)
+        return value_error(interp);
+    return PyFloat_FromDouble(d);
+}
+
+static PyObject *
+list_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
+{
+    Tcl_Size n;
+    Tcl_Obj **items;
+    if (Tcl_ListObjGetElements(interp, obj, &n, &items) != TCL_OK)
+        return value_error(interp);
+    if (Py_EnterRecursiveCall(" while converting a Tcl list to Python"))
+        return NULL;
+    PyObject *list = PyList_New(n);
+    for (Tcl_Size i = 0; list != NULL && i < n; i++) {
+        PyObject *item = object_from_tcl(interp, items[i]);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
+    }
+    Py_LeaveRecursiveCall();
+    return list;
+}
+
+/* What an evaluation from Python returns: the result as asked for (str by
+   default), or NULL with tclamp.TclError raised for any other outcome than
+   a normal end. */
+static PyObject *
+eval_result(Tcl_Interp *interp, int code, int want)
 {
     code = effective_code(interp, code);
     if (code != TCL_OK)
         return raise_tcl_error(interp, code);
-    PyObject *result = str_from_tcl(Tcl_GetObjResult(interp));
+    Tcl_Obj *obj = Tcl_GetObjResult(interp);
+    if (want == AS_STR) {
+        PyObject *result = str_from_tcl(obj);
+        Tcl_ResetResult(interp);
+        return result;
+    }
+    Tcl_IncrRefCount(obj);
     Tcl_ResetResult(interp);
+    PyObject *result = want == AS_INT ? int_from_tcl(interp, obj)
+        : want == AS_FLOAT ? float_from_tcl(interp, obj)
+        : want == AS_LIST ? list_from_tcl(interp, obj)
+        : object_from_tcl(interp, obj);
+    Tcl_DecrRefCount(obj);
     return result;
 }
 
@@ -1450,50 +2115,101 @@ tcl_done(InterpState *s)
     run_pending_deletions();
 }
 
+static void
+release_script(PyObject *capsule)
+{
+    Tcl_DecrRefCount((Tcl_Obj *)PyCapsule_GetPointer(capsule, "tclamp.script"));
+}
+
+/* The Tcl value of a script, with a reference for the caller.  The values
+   of recent scripts are kept (on the interpreter's thread, which alone
+   frees them), so that Tcl runs their bytecode again instead of compiling
+   the text anew. */
+static Tcl_Obj *
+script_value(InterpState *s, PyObject *script)
+{
+    Tcl_Obj *obj;
+    if (!PyUnicode_CheckExact(script) || PyUnicode_GET_LENGTH(script) > CACHE_MAX_CHARS) {
+        if ((obj = tcl_from_str(script)) != NULL)
+            Tcl_IncrRefCount(obj);
+        return obj;
+    }
+    if (s->scripts == NULL && (s->scripts = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *kept = PyDict_GetItemWithError(s->scripts, script);
+    if (kept != NULL) {
+        obj = PyCapsule_GetPointer(kept, "tclamp.script");
+        Tcl_IncrRefCount(obj);
+        return obj;
+    }
+    if (PyErr_Occurred() || (obj = tcl_from_str(script)) == NULL)
+        return NULL;
+    Tcl_IncrRefCount(obj);      /* the caller's */
+    Tcl_IncrRefCount(obj);      /* the capsule's */
+    PyObject *capsule = PyCapsule_New(obj, "tclamp.script", release_script);
+    if (capsule == NULL) {
+        Tcl_DecrRefCount(obj);
+        PyErr_Clear();
+        return obj;
+    }
+    cache_put(s->scripts, script, capsule, SCRIPT_CACHE_SIZE);
+    Py_DECREF(capsule);
+    return obj;
+}
+
 static PyObject *
-Interp_eval(InterpObject *self, PyObject *script)
+Interp_eval(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     InterpState *s = self->state;
+    int want;
+    if (nargs != 1)
+        return PyErr_Format(PyExc_TypeError, "eval() takes 1 positional argument (%zd given)",
+                            nargs);
+    if (parse_result_keyword("eval", args + nargs, kwnames, &want) < 0)
+        return NULL;
     if (check_usable(s) < 0)
         return NULL;
+    PyObject *script = args[0];
     if (!PyUnicode_Check(script))
         return PyErr_Format(PyExc_TypeError, "script must be str, not %.100s",
                             Py_TYPE(script)->tp_name);
-    Tcl_Obj *obj = tcl_from_str(script);
+    Tcl_Obj *obj = script_value(s, script);
     if (obj == NULL)
         return NULL;
     int code;
     PyObject *result;
-    Tcl_IncrRefCount(obj);
     Tcl_Interp *interp = s->interp;
     Tcl_Preserve(interp);
     RUN_TCL(s, code = Tcl_EvalObjEx(interp, obj, TCL_EVAL_GLOBAL));
     Tcl_DecrRefCount(obj);
-    result = eval_result(interp, code);
+    result = eval_result(interp, code, want);
     Tcl_Release(interp);
     tcl_done(s);
     return result;
 }
 
 static PyObject *
-Interp_call(InterpObject *self, PyObject *args)
+Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     InterpState *s = self->state;
+    int want;
+    if (parse_result_keyword("call", args + nargs, kwnames, &want) < 0)
+        return NULL;
     if (check_usable(s) < 0)
         return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    Py_ssize_t n = nargs;
     if (n == 0)
         return PyErr_Format(PyExc_TypeError, "call() needs a command name");
     if (check_tcl_size(n, "call", "words") < 0)
         return NULL;
-    Tcl_Obj **objv = PyMem_New(Tcl_Obj *, n);
-    if (objv == NULL)
+    Tcl_Obj *stack[CALL_STACK_ARGS], **objv = stack;
+    if (n > CALL_STACK_ARGS && (objv = PyMem_New(Tcl_Obj *, n)) == NULL)
         return PyErr_NoMemory();
     Py_ssize_t made;
     PyObject *outer = here.new_handles;
     here.new_handles = NULL;
     for (made = 0; made < n; made++) {
-        objv[made] = to_tcl(s, PyTuple_GET_ITEM(args, made));
+        objv[made] = to_tcl(s, args[made]);
         if (objv[made] == NULL)
             break;
         Tcl_IncrRefCount(objv[made]);
@@ -1506,7 +2222,7 @@ Interp_call(InterpObject *self, PyObject *args)
         int code;
         Tcl_Preserve(interp);
         RUN_TCL(s, code = Tcl_EvalObjv(interp, (int)n, objv, TCL_EVAL_GLOBAL));
-        result = eval_result(interp, code);
+        result = eval_result(interp, code, want);
         Tcl_Release(interp);
         tcl_done(s);
     } else if (new_handles != NULL) {
@@ -1518,7 +2234,8 @@ Interp_call(InterpObject *self, PyObject *args)
     Py_XDECREF(new_handles);
     while (made-- > 0)
         Tcl_DecrRefCount(objv[made]);
-    PyMem_Free(objv);
+    if (objv != stack)
+        PyMem_Free(objv);
     return result;
 }
 
@@ -1557,6 +2274,23 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     return (PyObject *)o;
 }
 
+/* A Tcl command `name` whose record holds `callable`. */
+static PyObject *
+add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *callable,
+            int planned)
+{
+    Command *cmd = (Command *)PyMem_Calloc(1, sizeof(Command));
+    if (cmd == NULL)
+        return PyErr_NoMemory();
+    cmd->life.free = free_command;
+    cmd->owner = s;
+    s->refs++;
+    cmd->callable = Py_NewRef(callable);
+    cmd->planned = planned;
+    Tcl_CreateObjCommand(s->interp, name, proc, cmd, python_command_deleted);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -1572,16 +2306,29 @@ Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     if (!PyCallable_Check(callable))
         return PyErr_Format(PyExc_TypeError, "callable expected");
-    Command *cmd = (Command *)PyMem_Calloc(1, sizeof(Command));
-    if (cmd == NULL)
-        return PyErr_NoMemory();
-    cmd->life.free = free_command;
-    cmd->owner = s;
-    s->refs++;
-    cmd->callable = Py_NewRef(callable);
-    cmd->planned = planned;
-    Tcl_CreateObjCommand(s->interp, name, python_command, cmd, python_command_deleted);
-    Py_RETURN_NONE;
+    return add_command(s, name, python_command, callable, planned);
+}
+
+/* py call, eval and exec: `resolve` serves the names that py call cannot
+   look up itself (bridge.resolve). */
+static PyObject *
+Interp_create_py_command(InterpObject *self, PyObject *args)
+{
+    const char *name, *kind;
+    PyObject *resolve;
+    if (!PyArg_ParseTuple(args, "ssO:create_py_command", &name, &kind, &resolve))
+        return NULL;
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    if (!PyCallable_Check(resolve))
+        return PyErr_Format(PyExc_TypeError, "callable expected");
+    Tcl_ObjCmdProc *proc = strcmp(kind, "call") == 0 ? py_call_command
+        : strcmp(kind, "eval") == 0 ? py_eval_command
+        : strcmp(kind, "exec") == 0 ? py_exec_command : NULL;
+    if (proc == NULL)
+        return PyErr_Format(PyExc_ValueError, "kind must be call, eval or exec, not '%s'", kind);
+    return add_command(s, name, proc, resolve, 0);
 }
 
 static PyObject *
@@ -1650,15 +2397,21 @@ static PyMethodDef Interp_methods[] = {
      "cancel(): stop the evaluation running in this interpreter (from any thread)"},
     {"handle_names", (PyCFunction)Interp_handle_names, METH_NOARGS,
      "handle_names() -> list: the names of the live object handles, oldest first"},
-    {"eval", (PyCFunction)Interp_eval, METH_O,
-     "eval(script) -> str: evaluate a Tcl script at global level"},
-    {"call", (PyCFunction)Interp_call, METH_VARARGS,
-     "call(cmd, *args) -> str: call a Tcl command with converted arguments"},
+    {"eval", (PyCFunction)(void (*)(void))Interp_eval, METH_FASTCALL | METH_KEYWORDS,
+     "eval(script, *, result=str): evaluate a Tcl script at global level; the result "
+     "as str, or as int, float, list or object (by Tcl's own type of it)"},
+    {"call", (PyCFunction)(void (*)(void))Interp_call, METH_FASTCALL | METH_KEYWORDS,
+     "call(cmd, *args, result=str): call a Tcl command with converted arguments; "
+     "the result as eval() gives it"},
     {"evaluate", (PyCFunction)Interp_evaluate, METH_O,
      "evaluate(script) -> Outcome: run a script in the calling Tcl frame, keeping its return code"},
     {"create_command", (PyCFunction)(void (*)(void))Interp_create_command,
      METH_VARARGS | METH_KEYWORDS,
      "create_command(name, callable, planned=False): a Tcl command implemented in Python"},
+    {"create_py_command", (PyCFunction)Interp_create_py_command, METH_VARARGS,
+     "create_py_command(name, kind, resolve): py call, eval or exec (kind) as a Tcl command"},
+    {"compile_ensemble", (PyCFunction)Interp_compile_ensemble, METH_O,
+     "compile_ensemble(name): let Tcl compile the ensemble's subcommands into direct calls"},
     {"release", (PyCFunction)Interp_release, METH_O,
      "release(obj) -> int: delete the object handle of obj (1 if it had one)"},
     {"delete", (PyCFunction)Interp_delete, METH_NOARGS, "delete the Tcl interpreter"},
@@ -1706,6 +2459,7 @@ interp_deleted(ClientData cd, Tcl_Interp *interp)
         atomic_fetch_sub(&deletions_pending, 1);
     }
     Py_CLEAR(s->handles);           /* any object a handle still held */
+    Py_CLEAR(s->scripts);           /* Tcl values: freed on their own thread */
     if (!s->python_owned && s->object != NULL) {
         InterpObject *o = s->object;
         s->object = NULL;
@@ -1945,6 +2699,7 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     tcl_ready = 1;
+    find_tcl_types();
     watch_tcl_exit();
     /* Child interpreters and threads load the same bridge: `load {} Tclamp`. */
     tclStubsPtr->tcl_StaticPackage(NULL, "Tclamp", Tclamp_Init, NULL);   /* no stub macro */
@@ -2035,6 +2790,13 @@ PyInit__bridge(void)
     if (PyType_Ready(&InterpType) < 0 || PyType_Ready(&OutcomeType) < 0
             || PyType_Ready(&ThreadGuardType) < 0)
         return NULL;
+    if (main_name == NULL) {    /* for py call, eval and exec */
+        main_name = PyUnicode_InternFromString("__main__");
+        builtins_name = PyUnicode_InternFromString("__builtins__");
+        builtins_module = PyImport_ImportModule("builtins");
+        if (main_name == NULL || builtins_name == NULL || builtins_module == NULL)
+            return NULL;
+    }
     PyObject *m = PyModule_Create(&bridge_module);
     if (m == NULL)
         return NULL;
@@ -2307,6 +3069,7 @@ Tclamp_Init(Tcl_Interp *interp)
     }
     if (rc == TCL_OK) {
         tcl_ready = 1;
+        find_tcl_types();
         watch_tcl_exit();
     }
     pthread_mutex_unlock(&lifecycle_lock);

@@ -34,23 +34,10 @@ def py_import(*args):
     return name
 
 
-def py_exec(*args):
-    """py exec code: run statements in __main__."""
-    if len(args) != 1:
-        raise _wrong_args("py exec code")
-    exec(compile(args[0], "<py exec>", "exec"), _main_namespace())
-
-
-def py_eval(*args):
-    """py eval expression: evaluate it in __main__ and return the value."""
-    if len(args) != 1:
-        raise _wrong_args("py eval expression")
-    return eval(compile(args[0], "<py eval>", "eval"), _main_namespace())
-
-
 def resolve(name):
     """The object a dotted name means: looked up in __main__, then in
-    builtins, then imported as a module path (os.path.join)."""
+    builtins, then imported as a module path (os.path.join).  `py call`
+    (in C) does the first two itself and comes here for the rest."""
     first, *rest = name.split(".")
     namespace = _main_namespace()
     if first in namespace:
@@ -84,25 +71,17 @@ def parents(module_name):
     return {".".join(parts[:n]) for n in range(1, len(parts) + 1)}
 
 
-def py_call(*args):
-    """py call callable ?arg ...?: the callable is a dotted name or a handle."""
-    if not args:
-        raise _wrong_args("py call callable ?arg ...?")
-    target, *call_args = args
-    function = resolve(target) if isinstance(target, str) else target
-    return function(*call_args)
-
-
-PY_SUBCOMMANDS = {"import": py_import, "exec": py_exec, "eval": py_eval, "call": py_call}
-
-
 def add_py_ensemble(interp):
-    for name, function in PY_SUBCOMMANDS.items():
-        interp.create_command(f"::py::{name}", function)
+    # call, eval and exec are the bridge's C commands (they run every time a
+    # script uses Python); import is here.
+    for kind in ("call", "eval", "exec"):
+        interp.create_py_command(f"::py::{kind}", kind, resolve)
+    interp.create_command("::py::import", py_import)
     scope.add_commands(interp)
     # ::py::release is the bridge's own (it deletes the handle's command).
     interp.eval("namespace eval ::py {namespace ensemble create"
                 " -subcommands {call eval exec import keep release scope}}")
+    interp.compile_ensemble("::py")
 
 
 _thread_interp = threading.local()
@@ -122,14 +101,15 @@ class CurrentTcl:
                 interp = _thread_interp.interp = _bridge.Interp()
         return interp
 
-    def eval(self, script):
-        """Evaluate a Tcl script at global level; returns the result as str."""
-        return self.interp.eval(script)
+    def eval(self, script, *, result=str):
+        """Evaluate a Tcl script at global level; returns the result as str,
+        or as `result` asks (int, float, list, object: see docs/py.md)."""
+        return self.interp.eval(script, result=result)
 
-    def call(self, command, *args):
+    def call(self, command, *args, result=str):
         """Call a Tcl command; args go over as Tcl values (str, numbers,
-        lists, dicts; other objects as handles)."""
-        return self.interp.call(command, *args)
+        lists, dicts; other objects as handles).  The result as eval's."""
+        return self.interp.call(command, *args, result=result)
 
 
 tcl = CurrentTcl()
