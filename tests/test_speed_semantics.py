@@ -1,0 +1,243 @@
+"""What the bridge keeps to be fast never changes a result (Python host).
+
+Interp.eval keeps the Tcl values of recent scripts (so Tcl reuses their
+bytecode) and Interp.call the values of command names; py eval/exec keep
+compiled code per interpreter; typed results read Tcl's own types.  Each
+test runs the same text again after what it could depend on changed.
+tests/cache.test does the same from the Tcl side.
+"""
+import math
+import sys
+import threading
+
+import pytest
+
+import tclamp
+from tclamp import TclError
+
+import __main__
+
+
+@pytest.fixture
+def interp():
+    return tclamp.Interp()
+
+
+def test_script_again_after_proc_redefined(interp):
+    interp.eval("proc answer {} {return 1}")
+    assert interp.eval("answer") == "1"
+    interp.eval("proc answer {} {return 2}")
+    assert interp.eval("answer") == "2"
+    interp.eval("rename answer {}")
+    with pytest.raises(TclError) as info:
+        interp.eval("answer")
+    assert info.value.result == 'invalid command name "answer"'
+
+
+def test_script_again_after_variable_and_namespace_change(interp):
+    script = "set ::value"
+    interp.eval("set ::value a")
+    assert interp.eval(script) == "a"
+    interp.eval("set ::value b")
+    assert interp.eval(script) == "b"
+    interp.eval("namespace eval ::ns {proc answer {} {return ns}}; proc answer {} {return global}")
+    assert interp.eval("answer") == "global"
+    interp.eval("namespace eval ::ns {namespace export answer}; rename ::answer {}")
+    interp.eval("namespace import ::ns::answer")
+    assert interp.eval("answer") == "ns"
+
+
+def test_script_that_raises_raises_again(interp):
+    for _ in range(3):
+        with pytest.raises(TclError) as info:
+            interp.eval("error boom {} {MY CODE}")
+        assert (info.value.result, info.value.errorcode, info.value.code) == ("boom", "MY CODE", 1)
+    for _ in range(2):
+        with pytest.raises(TclError) as info:
+            interp.eval("break")
+        assert (info.value.result, info.value.code) == ('invoked "break" outside of a loop', 1)
+
+
+def test_more_scripts_than_are_kept(interp):
+    interp.eval("set ::total 0")
+    for round_ in range(2):
+        for i in range(300):
+            assert interp.eval(f"incr ::total; expr {{{i} * 2}}") == str(i * 2)
+    assert interp.eval("set ::total") == "600"
+
+
+def test_command_name_again_after_redefinition(interp):
+    interp.eval("proc greet {who} {return hello-$who}")
+    assert interp.call("greet", "a") == "hello-a"
+    interp.eval("proc greet {who} {return bye-$who}")
+    assert interp.call("greet", "a") == "bye-a"
+    interp.eval("rename greet {}")
+    with pytest.raises(TclError) as info:
+        interp.call("greet", "a")
+    assert info.value.result == 'invalid command name "greet"'
+    interp.eval("proc greet {who} {return again-$who}")
+    assert interp.call("greet", "b") == "again-b"
+
+
+def test_str_subclass_script_is_not_kept_by_its_own_equality(interp):
+    class Weird(str):
+        def __hash__(self):
+            return 0
+
+        def __eq__(self, other):
+            return True
+
+    assert interp.eval(Weird("set w 1")) == "1"
+    assert interp.eval(Weird("set w 2")) == "2"
+    assert interp.call(Weird("set"), "w") == "2"
+
+
+def test_py_eval_from_python_sees_main_changes(interp):
+    __main__.speed_probe = 1
+    try:
+        assert interp.call("py", "eval", "speed_probe + 1") == "2"
+        __main__.speed_probe = 10
+        assert interp.call("py", "eval", "speed_probe + 1") == "11"
+        interp.call("py", "exec", "speed_probe = 20")
+        assert interp.call("py", "eval", "speed_probe + 1") == "21"
+        __main__.speed_probe = lambda: "function"
+        assert interp.call("py", "call", "speed_probe") == "function"
+    finally:
+        del __main__.speed_probe
+    with pytest.raises(TclError) as info:
+        interp.call("py", "eval", "speed_probe + 1")
+    assert info.value.result == "NameError: name 'speed_probe' is not defined"
+
+
+@pytest.mark.parametrize("text", ["a\0b", "\0", "x\U0001F600y", "\U0001F600\0\U0001F601",
+                                  "é\0中\U00010000", "\udc80 lone", "plain ascii", ""])
+def test_nul_and_astral_both_ways_twice(interp, text):
+    for _ in range(2):
+        assert interp.call("set", "v", text) == text
+        assert interp.eval("set v") == text
+        assert interp.call("py", "call", "str", text) == text
+        assert interp.call("string", "range", text, 0, "end") == text
+        assert interp.call("list", text, text, result=list) == [text, text]
+    # After Tcl made its UTF-8 of the value, and after it was indexed.
+    interp.eval("string bytelength $v; string index $v 0")
+    assert interp.eval("set v") == text
+    # Tcl's own \u escapes with NUL, built from Tcl source.
+    assert interp.eval("set nul \"a\\u0000b\"") == "a\0b"
+
+
+def test_typed_results(interp):
+    interp.eval("set L {}; for {set i 0} {$i < 5} {incr i} {lappend L $i}")
+    assert interp.eval("set L", result=list) == [0, 1, 2, 3, 4]
+    assert interp.eval("set L") == "0 1 2 3 4"
+    assert interp.call("lrange", "{a b} c 3", 0, "end", result=list) == ["a b", "c", "3"]
+    assert interp.eval("expr {6 * 7}", result=int) == 42
+    assert interp.eval("expr {2 ** 100}", result=int) == 2 ** 100
+    assert interp.eval("expr {-(2 ** 70)}", result=int) == -(2 ** 70)
+    assert interp.eval("expr {2 ** 64 - 1}", result=object) == 2 ** 64 - 1
+    assert interp.eval("return 0x10", result=int) == 16
+    assert interp.eval("expr {1 / 4.0}", result=float) == 0.25
+    assert interp.eval("return 3", result=float) == 3.0
+    # Numbers Tcl computed are numbers; words it only read as text are str.
+    assert interp.eval("list [expr {0 + 1}] [expr {5 / 2.0}] [list [expr {1 + 2}] x] {y z} "
+                       "[expr {2**80}] 7", result=object) == [1, 2.5, [3, "x"], "y z", 2 ** 80, "7"]
+    assert interp.eval("binary format H* 00ff41", result=object) == b"\x00\xffA"
+    assert interp.eval("set s hello", result=object) == "hello"
+    # A NaN that Tcl holds as a double (it refuses to parse one from text).
+    interp.eval("binary scan [binary format w 0x7ff8000000000000] d nan")
+    assert math.isnan(interp.eval("set nan", result=object))
+    assert math.isnan(interp.eval("set nan", result=float))
+    assert interp.eval("set nan") == "NaN"
+    # A dict's words are its keys and values; a word Tcl never read as a
+    # number is a str.
+    assert interp.eval("dict create a 1", result=list) == ["a", "1"]
+
+
+def test_typed_results_that_do_not_fit(interp):
+    with pytest.raises(ValueError) as info:
+        interp.eval("set x abc", result=int)
+    assert str(info.value) == 'expected integer but got "abc"'
+    with pytest.raises(ValueError) as info:
+        interp.eval("set x 1.5x", result=float)
+    assert str(info.value) == 'expected floating-point number but got "1.5x"'
+    with pytest.raises(ValueError) as info:
+        interp.eval('set x "a {b"', result=list)
+    assert str(info.value) == "unmatched open brace in list"
+    with pytest.raises(TypeError) as info:
+        interp.eval("set x 1", result=dict)
+    assert str(info.value) == "result must be str, int, float, list or object, not <class 'dict'>"
+    with pytest.raises(TypeError) as info:
+        interp.call("set", "x", 1, typed=True)
+    assert str(info.value) == "call() got an unexpected keyword argument 'typed'"
+    # The script ran; only reading its result failed, and nothing of that stays.
+    assert interp.eval("set x") == "a {b"
+    assert interp.eval("info exists ::errorInfo") == "0"
+
+
+def test_typed_result_after_the_value_changed_type(interp):
+    interp.eval("set v {1 2 3}")
+    assert interp.eval("set v", result=object) == "1 2 3"        # a pure string
+    interp.eval("llength $v")                                 # now a list of words
+    assert interp.eval("set v", result=object) == ["1", "2", "3"]
+    interp.eval("lset v 0 [expr {0 + 1}]")                   # its first word an int
+    assert interp.eval("set v", result=object) == [1, "2", "3"]
+    assert interp.eval("set v") == "1 2 3"
+    interp.eval("set n 41; incr n")
+    assert interp.eval("set n", result=object) == 42
+    assert interp.eval("set n") == "42"
+    assert interp.eval("set n", result=list) == ["42"]       # a word parsed from its text
+
+
+def test_tclamp_tcl_passes_result_through():
+    assert tclamp.tcl.eval("list 1 [expr {1 + 1}]", result=list) == ["1", 2]
+    assert tclamp.tcl.call("expr", "2 + 2", result=int) == 4
+
+
+def test_four_python_threads_same_texts():
+    __main__.speed_ident = threading.get_ident
+    failures = []
+    barrier = threading.Barrier(4)
+
+    def work(me):
+        interp = tclamp.Interp()
+        interp.eval("proc mine {} {py call speed_ident}")
+        barrier.wait()
+        for i in range(300):
+            if interp.eval("mine") != str(threading.get_ident()):
+                failures.append((me, i, "call"))
+            if interp.eval(f"py eval {{{me} * 1000 + {i}}}") != str(me * 1000 + i):
+                failures.append((me, i, "eval"))
+            if interp.call("py", "eval", "speed_ident()", result=int) != threading.get_ident():
+                failures.append((me, i, "eval from call"))
+            try:
+                interp.eval("py eval 1/0")
+            except TclError as exc:
+                if exc.result != "ZeroDivisionError: division by zero":
+                    failures.append((me, i, exc.result))
+            else:
+                failures.append((me, i, "no error"))
+        interp.delete()
+
+    threads = [threading.Thread(target=work, args=(me,)) for me in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        del __main__.speed_ident
+    assert failures == []
+
+
+def test_many_short_sources_do_not_leak_code(interp):
+    """Code kept on Tcl values that Tcl frees goes too (the values die in
+    Tcl, the objects are released the next time a py command runs)."""
+    import gc
+    interp.eval("py exec {import gc}")
+    gc.collect()
+    before = sum(1 for o in gc.get_objects() if type(o).__name__ == "code")
+    interp.eval("for {set i 0} {$i < 3000} {incr i} { py eval \"$i + 1\" }")
+    interp.eval("py exec {gc.collect()}")
+    after = sum(1 for o in gc.get_objects() if type(o).__name__ == "code")
+    # At most what the per-interpreter cache holds (128 each for eval and exec).
+    assert after - before <= 260, (before, after)
+    assert sys.getrefcount(interp) >= 2
