@@ -55,7 +55,7 @@ typedef int Tcl_Size;
 
 #define HANDLE_PREFIX "::py::obj"
 #define MEMO_SLOTS 8            /* remembered argument lists per command */
-#define SCRIPT_CACHE_SIZE 128   /* Interp.eval scripts kept compiled, per interpreter */
+#define KEPT_VALUES 128         /* Interp.eval scripts, Interp.call command names kept */
 #define CODE_CACHE_SIZE 128     /* py eval/exec sources kept compiled, per interpreter */
 #define DELETE_RETRY_MS 10      /* an interpreter still running is deleted later */
 
@@ -261,6 +261,8 @@ struct InterpState {
     PyObject *by_object;        /* id(object) -> name: one handle per object */
     PyObject *scripts;          /* Interp.eval: script str -> its Tcl value (capsule),
                                    whose bytecode Tcl keeps; NULL until used */
+    PyObject *command_names;    /* Interp.call: name str -> its Tcl value, which
+                                   keeps the command Tcl found */
     PyObject *codes[2];         /* py eval, py exec: source str -> code object */
     InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
     InterpState *prev, *next;   /* every state, for exit and cross-thread work */
@@ -311,6 +313,7 @@ state_decref(InterpState *s)
     Py_CLEAR(s->handles);
     Py_CLEAR(s->by_object);
     Py_CLEAR(s->scripts);       /* emptied already, on the interpreter's thread */
+    Py_CLEAR(s->command_names);
     Py_CLEAR(s->codes[0]);
     Py_CLEAR(s->codes[1]);
     PyMem_Free(s);
@@ -439,6 +442,14 @@ look_up_tcl_types(void)
     int_type = Tcl_GetObjType("int");
     wide_type = Tcl_GetObjType("wideInt");      /* only where long is 32 bits */
     bignum_type = Tcl_GetObjType("bignum");
+    if (bignum_type == NULL) {  /* Tcl 8.6 does not register it: make one */
+        Tcl_Obj *big = Tcl_NewStringObj("0x10000000000000000", -1);
+        Tcl_WideInt unused;
+        Tcl_IncrRefCount(big);
+        Tcl_GetWideIntFromObj(NULL, big, &unused);  /* too big: parsed as a bignum */
+        bignum_type = big->typePtr;
+        Tcl_DecrRefCount(big);
+    }
     double_type = Tcl_GetObjType("double");
     list_type = Tcl_GetObjType("list");
     bytearray_type = Tcl_GetObjType("bytearray");
@@ -2118,43 +2129,43 @@ tcl_done(InterpState *s)
 }
 
 static void
-release_script(PyObject *capsule)
+release_kept_value(PyObject *capsule)
 {
-    Tcl_DecrRefCount((Tcl_Obj *)PyCapsule_GetPointer(capsule, "tclamp.script"));
+    Tcl_DecrRefCount((Tcl_Obj *)PyCapsule_GetPointer(capsule, "tclamp.value"));
 }
 
-/* The Tcl value of a script, with a reference for the caller.  The values
-   of recent scripts are kept (on the interpreter's thread, which alone
-   frees them), so that Tcl runs their bytecode again instead of compiling
-   the text anew. */
+/* The Tcl value of `text`, with a reference for the caller.  The values of
+   recent texts are kept in `*cache` (on the interpreter's thread, which
+   alone frees them), with what Tcl made of them: a script's bytecode, the
+   command a name means. */
 static Tcl_Obj *
-script_value(InterpState *s, PyObject *script)
+kept_value(PyObject **cache, PyObject *text)
 {
     Tcl_Obj *obj;
-    if (!PyUnicode_CheckExact(script) || PyUnicode_GET_LENGTH(script) > CACHE_MAX_CHARS) {
-        if ((obj = tcl_from_str(script)) != NULL)
+    if (!PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) > CACHE_MAX_CHARS) {
+        if ((obj = tcl_from_str(text)) != NULL)
             Tcl_IncrRefCount(obj);
         return obj;
     }
-    if (s->scripts == NULL && (s->scripts = PyDict_New()) == NULL)
+    if (*cache == NULL && (*cache = PyDict_New()) == NULL)
         return NULL;
-    PyObject *kept = PyDict_GetItemWithError(s->scripts, script);
+    PyObject *kept = PyDict_GetItemWithError(*cache, text);
     if (kept != NULL) {
-        obj = PyCapsule_GetPointer(kept, "tclamp.script");
+        obj = PyCapsule_GetPointer(kept, "tclamp.value");
         Tcl_IncrRefCount(obj);
         return obj;
     }
-    if (PyErr_Occurred() || (obj = tcl_from_str(script)) == NULL)
+    if (PyErr_Occurred() || (obj = tcl_from_str(text)) == NULL)
         return NULL;
     Tcl_IncrRefCount(obj);      /* the caller's */
     Tcl_IncrRefCount(obj);      /* the capsule's */
-    PyObject *capsule = PyCapsule_New(obj, "tclamp.script", release_script);
+    PyObject *capsule = PyCapsule_New(obj, "tclamp.value", release_kept_value);
     if (capsule == NULL) {
         Tcl_DecrRefCount(obj);
         PyErr_Clear();
         return obj;
     }
-    cache_put(s->scripts, script, capsule, SCRIPT_CACHE_SIZE);
+    cache_put(*cache, text, capsule, KEPT_VALUES);
     Py_DECREF(capsule);
     return obj;
 }
@@ -2175,7 +2186,7 @@ Interp_eval(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (!PyUnicode_Check(script))
         return PyErr_Format(PyExc_TypeError, "script must be str, not %.100s",
                             Py_TYPE(script)->tp_name);
-    Tcl_Obj *obj = script_value(s, script);
+    Tcl_Obj *obj = kept_value(&s->scripts, script);
     if (obj == NULL)
         return NULL;
     int code;
@@ -2211,6 +2222,11 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     PyObject *outer = here.new_handles;
     here.new_handles = NULL;
     for (made = 0; made < n; made++) {
+        if (made == 0 && PyUnicode_CheckExact(args[0])) {
+            if ((objv[0] = kept_value(&s->command_names, args[0])) == NULL)
+                break;
+            continue;
+        }
         objv[made] = to_tcl(s, args[made]);
         if (objv[made] == NULL)
             break;
@@ -2462,6 +2478,7 @@ interp_deleted(ClientData cd, Tcl_Interp *interp)
     }
     Py_CLEAR(s->handles);           /* any object a handle still held */
     Py_CLEAR(s->scripts);           /* Tcl values: freed on their own thread */
+    Py_CLEAR(s->command_names);
     if (!s->python_owned && s->object != NULL) {
         InterpObject *o = s->object;
         s->object = NULL;
