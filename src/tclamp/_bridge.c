@@ -693,11 +693,12 @@ static void delete_handles_named(InterpState *owner, PyObject *names);
 static Tcl_Obj *
 result_to_tcl(InterpState *owner, PyObject *v)
 {
-    PyObject *outer = here.new_handles;
-    here.new_handles = NULL;
+    ThreadBridge *t = &here;
+    PyObject *outer = t->new_handles;
+    t->new_handles = NULL;
     Tcl_Obj *obj = to_tcl(owner, v);
-    PyObject *made = here.new_handles;
-    here.new_handles = outer;
+    PyObject *made = t->new_handles;
+    t->new_handles = outer;
     if (made != NULL) {
         if (obj == NULL) {
             PyObject *type, *value, *tb;
@@ -742,9 +743,29 @@ foreign_handle_error(PyObject *key)
 }
 
 /* A Tcl argument for Python: the object if it names a live handle, else str. */
+/* Whether a value that Tcl holds only as code units starts like a handle's
+   name: checked on the units, so that a long text makes no UTF-8. */
+static int
+units_may_name_handle(Tcl_Obj *obj)
+{
+    Tcl_Size n;
+    const Tcl_UniChar *u = Tcl_GetUnicodeFromObj(obj, &n);
+    const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
+    if (n <= prefix)
+        return 0;
+    for (Tcl_Size i = 0; i < prefix; i++) {
+        if (u[i] != (Tcl_UniChar)HANDLE_PREFIX[i])
+            return 0;
+    }
+    return 1;
+}
+
 static PyObject *
 arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
 {
+    if (obj->bytes == NULL && obj->typePtr == string_type && string_type != NULL
+            && !units_may_name_handle(obj))
+        return str_from_units(obj);
     Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
     if (len > (Tcl_Size)sizeof(HANDLE_PREFIX) - 1
@@ -1729,7 +1750,8 @@ run_code(PyObject *code, int mode)
 static int
 py_command_done(Command *cmd, Tcl_Interp *interp, PyObject *value, Entry *e)
 {
-    Tcl_Obj *result = value ? result_to_tcl(cmd->owner, value) : NULL;
+    Tcl_Obj *result = value == Py_None ? Tcl_NewObj()
+        : value ? result_to_tcl(cmd->owner, value) : NULL;
     Py_XDECREF(value);
     int rc = TCL_OK;
     if (result != NULL)
