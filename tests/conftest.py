@@ -6,6 +6,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# `make test` runs the suite: the tests' own make commands must behave as a
+# user's make does, not as sub-makes of that one (no "Entering directory").
+for name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES"):
+    os.environ.pop(name, None)
+
 
 def tcl_env(**extra):
     """The environment a user's tclsh would have: tclamp on TCLLIBPATH and
