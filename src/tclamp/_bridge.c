@@ -1567,7 +1567,8 @@ wrong_args(Tcl_Interp *interp, const char *usage)
 
 /* Tcl may free a value at any moment, on a thread that cannot take the GIL
    just then (in its own teardown, say): the Python object it held waits
-   here, and goes the next time a py command holds the GIL. */
+   here, and goes the next time a py command, Interp.eval or Interp.call
+   runs (they hold the GIL).  Once Python is closed, nothing runs them. */
 static pthread_mutex_t unused_lock = PTHREAD_MUTEX_INITIALIZER;
 static PyObject **unused_objects;
 static size_t unused_count, unused_room;
@@ -2208,6 +2209,7 @@ Interp_eval(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (!PyUnicode_Check(script))
         return PyErr_Format(PyExc_TypeError, "script must be str, not %.100s",
                             Py_TYPE(script)->tp_name);
+    release_unused_objects();
     Tcl_Obj *obj = kept_value(&s->scripts, script);
     if (obj == NULL)
         return NULL;
@@ -2235,6 +2237,7 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     Py_ssize_t n = nargs;
     if (n == 0)
         return PyErr_Format(PyExc_TypeError, "call() needs a command name");
+    release_unused_objects();
     if (check_tcl_size(n, "call", "words") < 0)
         return NULL;
     Tcl_Obj *stack[CALL_STACK_ARGS], **objv = stack;
