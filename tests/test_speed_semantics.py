@@ -125,6 +125,24 @@ def test_nul_and_astral_both_ways_twice(interp, text):
     assert interp.eval("set nul \"a\\u0000b\"") == "a\0b"
 
 
+@pytest.mark.parametrize("special", ["\0", "\u00e9", "\U0001F600", "\x7f", "\x80"])
+@pytest.mark.parametrize("at", [0, 63, 64, 255, 256, 1000, 1023])
+def test_long_text_with_one_special_character(interp, special, at):
+    """Long ASCII text is copied in blocks, checked as it goes: one NUL or
+    non-ASCII character anywhere, in a block or in the tail, is seen."""
+    text = "abcdefgh" * 128                    # 1024 characters
+    text = text[:at] + special + text[at + 1:]
+    for _ in range(2):
+        assert interp.call("set", "long", text) == text
+        assert interp.eval("set long") == text
+        assert interp.eval("string length $long") == str(len(text.encode("utf-16-le")) // 2)
+        assert interp.call("py", "call", "str", text) == text
+    # Text that Tcl made itself, in its own UTF-8 (C0 80 for NUL, and in
+    # Tcl 8.6 a character beyond the BMP as two 3-byte surrogates).
+    assert interp.eval('set copy "<$long>"') == f"<{text}>"
+    assert interp.call("py", "call", "str", interp.eval("set copy")) == f"<{text}>"
+
+
 def test_typed_results(interp):
     interp.eval("set L {}; for {set i 0} {$i < 5} {incr i} {lappend L $i}")
     assert interp.eval("set L", result=list) == [0, 1, 2, 3, 4]

@@ -47,6 +47,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#  include <emmintrin.h>
+#endif
 
 #ifndef TCL_SIZE_MAX            /* Tcl 8.6: sizes are int; Tcl 9 has Tcl_Size */
 typedef int Tcl_Size;
@@ -477,6 +480,61 @@ str_from_units(Tcl_Obj *obj)
 #endif
 }
 
+/* Long ASCII text is copied 64 bytes at a time, each block checked as it
+   goes (for a byte with the high bit set, or for NUL): one pass, where
+   Python's decoder takes 8 bytes at a time and a NUL check is a pass of
+   its own.  Shorter text goes the general way. */
+#define BLOCK_COPY_MIN 256
+
+/* Copies src to dst while no byte of a block matches (high bit set when
+   `nul` is 0, zero when it is 1); returns how many bytes it copied. */
+static Py_ssize_t
+copy_blocks(char *dst, const char *src, Py_ssize_t n, int nul)
+{
+    Py_ssize_t i = 0;
+#ifdef __SSE2__
+    const __m128i zero = _mm_setzero_si128();
+    for (; i + 64 <= n; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
+        __m128i hit = nul
+            ? _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, zero), _mm_cmpeq_epi8(b, zero)),
+                           _mm_or_si128(_mm_cmpeq_epi8(c, zero), _mm_cmpeq_epi8(d, zero)))
+            : _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d));
+        if (_mm_movemask_epi8(hit))
+            return i;
+        _mm_storeu_si128((__m128i *)(dst + i), a);
+        _mm_storeu_si128((__m128i *)(dst + i + 16), b);
+        _mm_storeu_si128((__m128i *)(dst + i + 32), c);
+        _mm_storeu_si128((__m128i *)(dst + i + 48), d);
+    }
+#endif
+    for (; i < n; i++) {
+        unsigned char byte = (unsigned char)src[i];
+        if (nul ? byte == 0 : byte >= 0x80)
+            return i;
+        dst[i] = (char)byte;
+    }
+    return n;
+}
+
+/* Long UTF-8 that is all ASCII as a str; NULL, with no error, otherwise. */
+static PyObject *
+ascii_str(const char *s, Py_ssize_t len)
+{
+    PyObject *str = PyUnicode_New(len, 127);
+    if (str == NULL) {
+        PyErr_Clear();          /* the general way reports it */
+        return NULL;
+    }
+    if (copy_blocks((char *)PyUnicode_1BYTE_DATA(str), s, len, 0) == len)
+        return str;
+    Py_DECREF(str);
+    return NULL;
+}
+
 static PyObject *
 str_from_tcl(Tcl_Obj *obj)
 {
@@ -486,10 +544,13 @@ str_from_tcl(Tcl_Obj *obj)
         return str_from_units(obj);
     Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
-    /* Tcl's UTF-8 is standard UTF-8 but for NUL (C0 80) and, from older
-       8.6 releases, characters beyond the BMP as surrogates: those fail
+    PyObject *str = len >= BLOCK_COPY_MIN ? ascii_str(s, len) : NULL;
+    if (str != NULL)
+        return str;
+    /* Tcl's UTF-8 is standard UTF-8 but for NUL (C0 80) and, in Tcl 8.6,
+       a character beyond the BMP written as its two surrogates: those fail
        strict decoding and go through Tcl's own code units. */
-    PyObject *str = PyUnicode_DecodeUTF8(s, len, NULL);
+    str = PyUnicode_DecodeUTF8(s, len, NULL);
     if (str != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
         return str;
     PyErr_Clear();
@@ -535,6 +596,8 @@ tcl_from_units(PyObject *s)
     return obj;
 }
 
+static void discard(Tcl_Obj *obj);
+
 static Tcl_Obj *
 tcl_from_str(PyObject *s)
 {
@@ -543,8 +606,17 @@ tcl_from_str(PyObject *s)
         const char *data = (const char *)PyUnicode_DATA(s);
         if (check_tcl_size(len, "str", "bytes") < 0)
             return NULL;
-        if (memchr(data, 0, len) == NULL)
+        if (len >= BLOCK_COPY_MIN) {
+            /* Copied straight into the value's text (Tcl_SetObjLength leaves
+               the new bytes to its caller), checked for NUL on the way. */
+            Tcl_Obj *obj = Tcl_NewObj();
+            Tcl_SetObjLength(obj, (Tcl_Size)len);
+            if (copy_blocks(Tcl_GetString(obj), data, len, 1) == len)
+                return obj;
+            discard(obj);
+        } else if (memchr(data, 0, len) == NULL) {
             return Tcl_NewStringObj(data, (Tcl_Size)len);
+        }
     }
     /* Each code unit can take up to three bytes of Tcl's UTF-8. */
     if (check_tcl_size(len > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : len * 3,
