@@ -143,6 +143,46 @@ def test_long_text_with_one_special_character(interp, special, at):
     assert interp.call("py", "call", "str", interp.eval("set copy")) == f"<{text}>"
 
 
+# Texts whose characters take 1, 2 and 3 bytes of UTF-8 (and NUL, 2 in
+# Tcl's), in every position of the bridge's blocks of four characters.
+MIXED = ["", "é", "\0", "aé", "\u00ff\0", "€", "a\0é€", "añé€жю中文", "\x7f\x80\u07ff\u0800\uffff"]
+MIXED += ["ab\0" * n + "é" * m for n in range(4) for m in range(6)]
+MIXED += ["x" * n + "\0" + "é" * (9 - n) for n in range(10)]
+MIXED += ["中" * n + "\0" + "ÿ" * (9 - n) for n in range(10)]
+
+
+@pytest.mark.parametrize("text", MIXED + [("añé€жю中文" * 40000)[:300001], "é" * 70001])
+def test_utf8_written_by_the_bridge_is_tcls_own(interp, text):
+    """A str of one- or two-byte characters reaches Tcl with its UTF-8
+    written by the bridge: it must be byte for byte what Tcl writes for
+    the same characters, since Tcl compares values by those bytes (dict
+    keys, string equality, hashing)."""
+    interp.call("set", "ours", text)
+    # Tcl's own copy: built from code units, its UTF-8 made by Tcl.
+    interp.eval("set theirs [string reverse [string reverse $ours]]")
+    assert interp.eval("string bytelength $ours") == interp.eval("string bytelength $theirs")
+    assert interp.eval("dict exists [dict create $theirs 1] $ours") == "1"
+    assert interp.eval("expr {[encoding convertto utf-8 $ours] eq [encoding convertto utf-8 $theirs]}") == "1"
+    assert interp.eval("string length $ours") == str(len(text))
+    assert interp.call("set", "ours") == text
+    assert interp.eval("string range $ours 1 end-1") == text[1:-1]
+    # Appending to it (the value then drops what the bridge wrote) and
+    # back: nothing of the old text lingers.
+    interp.eval("append ours Ω")
+    assert interp.call("set", "ours") == text + "Ω"
+    assert interp.call("py", "call", "str", text, result=str) == text
+
+
+@pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "é\ud83d", "\U0001F600é\0", "é" * 10 + "\udc80"])
+def test_text_the_bridge_leaves_to_tcl(interp, text):
+    """Lone surrogates and characters beyond the BMP go over as code units
+    only; Tcl makes their UTF-8 itself, and they come back unchanged."""
+    interp.call("set", "v", text)
+    assert interp.call("set", "v") == text
+    interp.eval("string bytelength $v")
+    assert interp.eval("set v") == text
+
+
 def test_typed_results(interp):
     interp.eval("set L {}; for {set i 0} {$i < 5} {incr i} {lappend L $i}")
     assert interp.eval("set L", result=list) == [0, 1, 2, 3, 4]

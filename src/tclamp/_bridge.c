@@ -50,6 +50,10 @@
 #ifdef __SSE2__
 #  include <emmintrin.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#  include <tmmintrin.h>
+#  define HAVE_PACKED_UTF8 1
+#endif
 
 #ifndef TCL_SIZE_MAX            /* Tcl 8.6: sizes are int; Tcl 9 has Tcl_Size */
 typedef int Tcl_Size;
@@ -540,13 +544,19 @@ str_from_tcl(Tcl_Obj *obj)
 {
     /* Held only as code units (a str from Python, say): read those rather
        than have Tcl write UTF-8 for us to decode. */
-    if (obj->bytes == NULL && obj->typePtr == string_type && string_type != NULL)
+    int is_string = obj->typePtr == string_type && string_type != NULL;
+    if (obj->bytes == NULL && is_string)
         return str_from_units(obj);
     Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
     PyObject *str = len >= BLOCK_COPY_MIN ? ascii_str(s, len) : NULL;
     if (str != NULL)
         return str;
+    /* Long text that Tcl keeps as a string: its code units decode several
+       times faster than its UTF-8, and Tcl has them already (a str from
+       Python carries both), or makes them as its string commands would. */
+    if (is_string && len >= BLOCK_COPY_MIN)
+        return str_from_units(obj);
     /* Tcl's UTF-8 is standard UTF-8 but for NUL (C0 80) and, in Tcl 8.6,
        a character beyond the BMP written as its two surrogates: those fail
        strict decoding and go through Tcl's own code units. */
@@ -596,6 +606,158 @@ tcl_from_units(PyObject *s)
     return obj;
 }
 
+/* Four characters at a time, in vector registers where the machine has
+   them (GCC's vector extensions: SSE2 on x86-64, NEON on ARM).  Signed
+   lanes, since SSE2 compares only those; characters fit either way.
+   Each character's UTF-8, the way Tcl writes it (NUL as C0 80), is worked
+   out in all lanes at once without a branch (mixed scripts defeat a
+   branch predictor), as a little-endian word of up to 3 bytes. */
+typedef int32_t Lanes __attribute__((vector_size(16)));
+typedef uint16_t Units __attribute__((vector_size(8)));
+typedef uint8_t Latin __attribute__((vector_size(4)));
+
+typedef struct {
+    Lanes word, two, three;     /* two, three: all ones where that many bytes or more */
+} Utf8Lanes;
+
+static inline __attribute__((always_inline)) Utf8Lanes
+utf8_lanes(Lanes c)
+{
+    Utf8Lanes u;
+    u.two = (c > 0x7F) | (c == 0);
+    u.three = c > 0x7FF;
+    Lanes word2 = 0x80C0 | c >> 6 | (c << 8 & 0x3F00);
+    Lanes word3 = 0x8080E0 | c >> 12 | (c << 2 & 0x3F00) | (c << 16 & 0x3F0000);
+    u.word = (c & ~u.two) | (word2 & u.two & ~u.three) | (word3 & u.three);
+    return u;
+}
+
+static inline __attribute__((always_inline)) Lanes
+load_lanes(int kind, const void *data, Py_ssize_t i)
+{
+    if (kind == PyUnicode_1BYTE_KIND) {
+        Latin v;
+        memcpy(&v, (const Py_UCS1 *)data + i, sizeof v);
+        return __builtin_convertvector(v, Lanes);
+    }
+    Units v;
+    memcpy(&v, (const Py_UCS2 *)data + i, sizeof v);
+    return __builtin_convertvector(v, Lanes);
+}
+
+/* Stores the first `count` lanes' bytes one word at a time. */
+static inline __attribute__((always_inline)) char *
+store_words(Utf8Lanes u, int count, char *out)
+{
+    uint32_t words[4], sizes[4];
+    Lanes size = 1 - u.two - u.three;
+    memcpy(words, &u.word, sizeof words);
+    memcpy(sizes, &size, sizeof sizes);
+    for (int k = 0; k < count; k++) {
+#if PY_BIG_ENDIAN
+        words[k] = __builtin_bswap32(words[k]);     /* first byte lowest in memory */
+#endif
+        memcpy(out, &words[k], 4);
+        out += sizes[k];
+    }
+    return out;
+}
+
+#ifdef HAVE_PACKED_UTF8
+/* With SSSE3, one shuffle packs four characters' bytes together: the
+   shuffle for each mix of sizes (a bit per lane for two bytes or more,
+   one for three) is made once. */
+static uint8_t packing_shuffles[256][16], packed_sizes[256];
+static int can_pack;
+
+static void
+make_packing_shuffles(void)
+{
+    for (int mix = 0; mix < 256; mix++) {
+        int n = 0;
+        memset(packing_shuffles[mix], 0x80, 16);    /* 0x80: a zero byte */
+        for (int k = 0; k < 4; k++) {
+            int size = 1 + (mix >> k & 1) + (mix >> (k + 4) & 1);
+            for (int b = 0; b < size; b++)
+                packing_shuffles[mix][n++] = (uint8_t)(4 * k + b);
+        }
+        packed_sizes[mix] = (uint8_t)n;
+    }
+    can_pack = __builtin_cpu_supports("ssse3");
+}
+
+static __attribute__((target("ssse3"))) char *
+utf8_packed(int kind, const void *data, Py_ssize_t len, char *out)
+{
+    for (Py_ssize_t i = 0; i + 4 <= len; i += 4) {
+        Utf8Lanes u = utf8_lanes(load_lanes(kind, data, i));
+        int mix = _mm_movemask_ps((__m128)u.two) | _mm_movemask_ps((__m128)u.three) << 4;
+        __m128i shuffle = _mm_loadu_si128((const __m128i *)packing_shuffles[mix]);
+        _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8((__m128i)u.word, shuffle));
+        out += packed_sizes[mix];
+    }
+    return out;
+}
+#endif
+
+/* The UTF-8 of a str of one- or two-byte characters, in Tcl's memory;
+   NULL for a str with a lone surrogate (Tcl writes those its own way).
+   The buffer has room for the worst case and is cut to size at the end:
+   a large one then comes fresh from the system each time, where one of
+   exactly the size would sit on top of malloc's heap, and freeing it with
+   Python's copy of the text can make malloc hand all of it back. */
+static inline __attribute__((always_inline)) char *
+utf8_of(int kind, const void *data, Py_ssize_t len, Tcl_Size *length)
+{
+    Py_ssize_t surrogates = 0;
+    for (Py_ssize_t i = 0; kind == PyUnicode_2BYTE_KIND && i < len; i++)
+        surrogates += (((const Py_UCS2 *)data)[i] & 0xF800) == 0xD800;
+    size_t room = (size_t)len * (kind == PyUnicode_1BYTE_KIND ? 2 : 3) + 16;
+    char *bytes = surrogates ? NULL : Tcl_AttemptAlloc((unsigned)room), *out = bytes;
+    if (bytes == NULL)
+        return NULL;
+    Py_ssize_t i = 0;
+#ifdef HAVE_PACKED_UTF8
+    if (can_pack) {
+        out = utf8_packed(kind, data, len, out);
+        i = len & ~(Py_ssize_t)3;
+    }
+#endif
+    for (; i + 4 <= len; i += 4)
+        out = store_words(utf8_lanes(load_lanes(kind, data, i)), 4, out);
+    Lanes rest = {0};
+    for (int k = 0; i + k < len; k++)
+        rest[k] = (int32_t)PyUnicode_READ(kind, data, i + k);
+    out = store_words(utf8_lanes(rest), (int)(len - i), out);
+    *out = '\0';
+    *length = (Tcl_Size)(out - bytes);
+    char *fitted = (size_t)(out - bytes) + 64 < room
+        ? Tcl_AttemptRealloc(bytes, (unsigned)(out - bytes) + 1) : NULL;
+    return fitted ? fitted : bytes;
+}
+
+/* Gives a value made from a str its UTF-8 as well, so that neither
+   `string length` nor a use of its text makes Tcl convert the characters
+   one by one.  (A str with characters beyond the BMP keeps code units
+   only.) */
+static void
+add_utf8(Tcl_Obj *obj, PyObject *s)
+{
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    Tcl_Size length;
+    if (obj->bytes != NULL)
+        return;
+    char *bytes = PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND
+        ? utf8_of(PyUnicode_1BYTE_KIND, data, len, &length)
+        : PyUnicode_KIND(s) == PyUnicode_2BYTE_KIND
+        ? utf8_of(PyUnicode_2BYTE_KIND, data, len, &length) : NULL;
+    if (bytes != NULL) {
+        obj->bytes = bytes;
+        obj->length = length;
+    }
+}
+
 static void discard(Tcl_Obj *obj);
 
 static Tcl_Obj *
@@ -622,7 +784,10 @@ tcl_from_str(PyObject *s)
     if (check_tcl_size(len > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : len * 3,
                        "str", "bytes of Tcl's UTF-8 at most") < 0)
         return NULL;
-    return tcl_from_units(s);
+    Tcl_Obj *obj = tcl_from_units(s);
+    if (obj != NULL)
+        add_utf8(obj, s);
+    return obj;
 }
 
 static Tcl_Obj *make_handle(InterpState *owner, PyObject *value);
@@ -2007,6 +2172,66 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
    configuration makes Tcl compile again. */
 #define ENSEMBLE_COMPILE 0x4
 
+/* Even compiled, an ensemble's subcommand costs a list and a second
+   dispatch at run time (Tcl's invokeReplace), unless the command it maps to
+   has a compiler of its own, as Tcl's `namespace delete` has: one that
+   compiles `py call f a b` into a plain call of ::py::call with f a b.
+   py call, eval and exec borrow that compiler.  Its field is not in Tcl's
+   public API: CommandHead mirrors the start of Tcl's Command record
+   (tclInt.h), and is used only where the public Tcl_GetCommandInfoFromToken
+   confirms the fields around it.  The three commands spell out their usage
+   in their errors, so the direct call reads the same as the ensemble's. */
+typedef struct {
+    void *hash_entry, *namespace;
+    int ref_count, epoch;
+    void *compile;
+    Tcl_ObjCmdProc *proc;
+    ClientData client_data;
+} CommandHead;
+
+static CommandHead *
+command_head(Tcl_Command token)
+{
+    Tcl_CmdInfo info;
+    CommandHead *head = (CommandHead *)token;
+    if (token == NULL || !Tcl_GetCommandInfoFromToken(token, &info)
+            || head->proc != info.objProc || head->client_data != info.objClientData)
+        return NULL;
+    return head;
+}
+
+/* The compiler of Tcl's commands that take any number of words and are
+   called as they are (namespace delete and export agree on it), or NULL. */
+static void *
+plain_call_compiler(Tcl_Interp *interp)
+{
+    CommandHead *a = command_head(Tcl_FindCommand(interp, "::tcl::namespace::delete", NULL,
+                                                  TCL_GLOBAL_ONLY));
+    CommandHead *b = command_head(Tcl_FindCommand(interp, "::tcl::namespace::export", NULL,
+                                                  TCL_GLOBAL_ONLY));
+    return a && b && a->compile == b->compile ? a->compile : NULL;
+}
+
+static void
+compile_py_commands(Tcl_Interp *interp, Tcl_Obj *map)
+{
+    void *compiler = plain_call_compiler(interp);
+    Tcl_DictSearch search;
+    Tcl_Obj *key, *target;
+    int done;
+    if (compiler == NULL
+            || Tcl_DictObjFirst(NULL, map, &search, &key, &target, &done) != TCL_OK)
+        return;
+    for (; !done; Tcl_DictObjNext(&search, &key, &target, &done)) {
+        CommandHead *head = command_head(
+            Tcl_FindCommand(interp, Tcl_GetString(target), NULL, TCL_GLOBAL_ONLY));
+        if (head != NULL && (head->proc == py_call_command || head->proc == py_eval_command
+                             || head->proc == py_exec_command))
+            head->compile = compiler;
+    }
+    Tcl_DictObjDone(&search);
+}
+
 static PyObject *
 Interp_compile_ensemble(InterpObject *self, PyObject *name)
 {
@@ -2040,6 +2265,8 @@ Interp_compile_ensemble(InterpObject *self, PyObject *name)
                            Tcl_ObjPrintf("%s::%s", ns->fullName, Tcl_GetString(names[i])));
         Tcl_SetEnsembleMappingDict(interp, ensemble, map);
     }
+    if (map != NULL)
+        compile_py_commands(interp, map);
     int flags = 0;
     Tcl_GetEnsembleFlags(NULL, ensemble, &flags);
     Tcl_SetEnsembleFlags(interp, ensemble, flags | ENSEMBLE_COMPILE);
@@ -2912,6 +3139,9 @@ PyInit__bridge(void)
         builtins_module = PyImport_ImportModule("builtins");
         if (main_name == NULL || builtins_name == NULL || builtins_module == NULL)
             return NULL;
+#ifdef HAVE_PACKED_UTF8
+        make_packing_shuffles();
+#endif
     }
     PyObject *m = PyModule_Create(&bridge_module);
     if (m == NULL)
