@@ -2200,26 +2200,48 @@ command_head(Tcl_Command token)
     return head;
 }
 
+/* Tcl's CompileProc, its last two arguments (Command, CompileEnv) opaque. */
+typedef int (Compiler)(Tcl_Interp *interp, Tcl_Parse *parse, void *command, void *env);
+
 /* The compiler of Tcl's commands that take any number of words and are
    called as they are (namespace delete and export agree on it), or NULL. */
-static void *
+static Compiler *
 plain_call_compiler(Tcl_Interp *interp)
 {
     CommandHead *a = command_head(Tcl_FindCommand(interp, "::tcl::namespace::delete", NULL,
                                                   TCL_GLOBAL_ONLY));
     CommandHead *b = command_head(Tcl_FindCommand(interp, "::tcl::namespace::export", NULL,
                                                   TCL_GLOBAL_ONLY));
-    return a && b && a->compile == b->compile ? a->compile : NULL;
+    return a && b && a->compile == b->compile ? (Compiler *)a->compile : NULL;
+}
+
+static Compiler *plain_call;    /* the one libtcl's: the same for every interpreter */
+
+/* Compiles only the words whose meaning Tcl watches: a subcommand of the
+   ensemble (Tcl hands over the command with its first word moved on to
+   the subcommand), or a name from the global namespace down.  A plain
+   `call` found through a namespace's `namespace path` is left to run-time
+   lookup: Tcl would not compile again when a command of that name later
+   shadows it. */
+static int
+compile_py_command(Tcl_Interp *interp, Tcl_Parse *parse, void *command, void *env)
+{
+    const Tcl_Token *word = parse->tokenPtr;
+    int via_ensemble = word->start != parse->commandStart;
+    int absolute = word->type == TCL_TOKEN_SIMPLE_WORD && word->size > 2
+        && word->start[0] == ':' && word->start[1] == ':';
+    return via_ensemble || absolute ? plain_call(interp, parse, command, env) : TCL_ERROR;
 }
 
 static void
 compile_py_commands(Tcl_Interp *interp, Tcl_Obj *map)
 {
-    void *compiler = plain_call_compiler(interp);
     Tcl_DictSearch search;
     Tcl_Obj *key, *target;
     int done;
-    if (compiler == NULL
+    if (plain_call == NULL)
+        plain_call = plain_call_compiler(interp);
+    if (plain_call == NULL
             || Tcl_DictObjFirst(NULL, map, &search, &key, &target, &done) != TCL_OK)
         return;
     for (; !done; Tcl_DictObjNext(&search, &key, &target, &done)) {
@@ -2227,7 +2249,7 @@ compile_py_commands(Tcl_Interp *interp, Tcl_Obj *map)
             Tcl_FindCommand(interp, Tcl_GetString(target), NULL, TCL_GLOBAL_ONLY));
         if (head != NULL && (head->proc == py_call_command || head->proc == py_eval_command
                              || head->proc == py_exec_command))
-            head->compile = compiler;
+            head->compile = (void *)compile_py_command;
     }
     Tcl_DictObjDone(&search);
 }
