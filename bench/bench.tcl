@@ -77,12 +77,22 @@ set commands {
     get_dtype/named get_dtype   {torch::autocast_get_dtype -device cpu}
     floor           floor       {bridge_floor cpu}
 }
+# In each round the four contenders of a command take turns, SLICES times,
+# so that a slower stretch of a shared machine falls on all of them.
+set slices 5
 for {set round 0} {$round < $rounds} {incr round} {
     foreach {name baseline script} $commands {
-        puts "cmd:$name [tcl_loop $script $calls]"
-        puts "noop:$name [tcl_loop "noop [lrange $script 1 end]" $calls]"
-        puts "py:$name [py call direct $baseline 0 $calls]"
-        puts "pylocal:$name [py call direct $baseline 1 $calls]"
+        set n [expr {$calls / $slices}]
+        array set total {cmd 0 noop 0 py 0 pylocal 0}
+        for {set slice 0} {$slice < $slices} {incr slice} {
+            set total(cmd) [expr {$total(cmd) + [tcl_loop $script $n]}]
+            set total(noop) [expr {$total(noop) + [tcl_loop "noop [lrange $script 1 end]" $n]}]
+            set total(py) [expr {$total(py) + [py call direct $baseline 0 $n]}]
+            set total(pylocal) [expr {$total(pylocal) + [py call direct $baseline 1 $n]}]
+        }
+        foreach contender {cmd noop py pylocal} {
+            puts "$contender:$name [expr {$total($contender) / $slices}]"
+        }
     }
     flush stdout
 }

@@ -53,6 +53,12 @@ def startup(rounds):
     return {k: statistics.median(v) for k, v in results.items()}
 
 
+def ratio(samples, key, baseline):
+    """The median of the per-round ratios: each round's two figures were
+    taken in turns, under the same conditions."""
+    return statistics.median(a / b for a, b in zip(samples[key], samples[baseline]))
+
+
 def table(samples, start):
     med = {k: statistics.median(v) for k, v in samples.items()}
     rows = ["| command | form | tclamp ns | Python `torch.f(...)` ns | ratio | target | met | "
@@ -61,11 +67,11 @@ def table(samples, start):
     for key in sorted(k for k in med if k.startswith("cmd:") and k != "cmd:" + FLOOR):
         name = key[4:]
         base, _, form = name.partition("/")
-        ratio = med[key] / med["py:" + name]
+        to_python, to_local = ratio(samples, key, "py:" + name), ratio(samples, key, "pylocal:" + name)
         rows.append(f"| {base} | {form or 'positional'} | {med[key]:.0f} | {med['py:' + name]:.0f} | "
-                    f"{ratio:.2f}x | {TARGETS[base]}x | {'yes' if ratio <= TARGETS[base] else 'no'} | "
-                    f"{med['pylocal:' + name]:.0f} | {med[key] / med['pylocal:' + name]:.2f}x | "
-                    f"{med['noop:' + name]:.0f} |")
+                    f"{to_python:.2f}x | {TARGETS[base]}x | "
+                    f"{'yes' if to_python <= TARGETS[base] else 'no'} | "
+                    f"{med['pylocal:' + name]:.0f} | {to_local:.2f}x | {med['noop:' + name]:.0f} |")
     bridge = med["cmd:" + FLOOR] - med["noop:" + FLOOR] - med["pylocal:" + FLOOR]
     rows += ["", f"Where the time goes: an empty Tcl proc call costs {med['noop:' + FLOOR]:.0f} ns "
              f"in this loop; a tclamp command whose plan calls `bool()` ({med['pylocal:' + FLOOR]:.0f} ns "
@@ -96,8 +102,9 @@ def main():
     start = startup(rounds)
     text = table(samples, start)
     header = (f"## The torch:: commands (bench/run.py)\n\n{machine()}.\n"
-              f"{rounds} rounds of {calls} calls each, medians; every ratio is measured "
-              "side by side in one process (start-up: alternating new processes).\n\n")
+              f"{rounds} rounds of {calls} calls each, in 5 turns that alternate with the "
+              "baseline's; ns are medians, and each ratio is the median of the rounds' ratios, "
+              "measured side by side in one process (start-up: alternating new processes).\n\n")
     print(text)
     write_section("run.py", header + text, Path(options.output))
 

@@ -687,10 +687,12 @@ make_packing_shuffles(void)
 }
 
 static __attribute__((target("ssse3"))) char *
-utf8_packed(int kind, const void *data, Py_ssize_t len, char *out)
+utf8_packed(int kind, const void *data, Py_ssize_t len, char *out, Lanes *surrogates)
 {
     for (Py_ssize_t i = 0; i + 4 <= len; i += 4) {
-        Utf8Lanes u = utf8_lanes(load_lanes(kind, data, i));
+        Lanes c = load_lanes(kind, data, i);
+        Utf8Lanes u = utf8_lanes(c);
+        *surrogates |= (c & 0xF800) == 0xD800;
         int mix = _mm_movemask_ps((__m128)u.two) | _mm_movemask_ps((__m128)u.three) << 4;
         __m128i shuffle = _mm_loadu_si128((const __m128i *)packing_shuffles[mix]);
         _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8((__m128i)u.word, shuffle));
@@ -701,34 +703,40 @@ utf8_packed(int kind, const void *data, Py_ssize_t len, char *out)
 #endif
 
 /* The UTF-8 of a str of one- or two-byte characters, in Tcl's memory;
-   NULL for a str with a lone surrogate (Tcl writes those its own way).
-   The buffer has room for the worst case and is cut to size at the end:
+   NULL for a str with a lone surrogate (Tcl writes those its own way:
+   they are rare, so they are looked for along the way).  The buffer has room for the worst case and is cut to size at the end:
    a large one then comes fresh from the system each time, where one of
    exactly the size would sit on top of malloc's heap, and freeing it with
    Python's copy of the text can make malloc hand all of it back. */
 static inline __attribute__((always_inline)) char *
 utf8_of(int kind, const void *data, Py_ssize_t len, Tcl_Size *length)
 {
-    Py_ssize_t surrogates = 0;
-    for (Py_ssize_t i = 0; kind == PyUnicode_2BYTE_KIND && i < len; i++)
-        surrogates += (((const Py_UCS2 *)data)[i] & 0xF800) == 0xD800;
     size_t room = (size_t)len * (kind == PyUnicode_1BYTE_KIND ? 2 : 3) + 16;
-    char *bytes = surrogates ? NULL : Tcl_AttemptAlloc((unsigned)room), *out = bytes;
+    char *bytes = Tcl_AttemptAlloc((unsigned)room), *out = bytes;
     if (bytes == NULL)
         return NULL;
+    Lanes surrogates = {0};
     Py_ssize_t i = 0;
 #ifdef HAVE_PACKED_UTF8
     if (can_pack) {
-        out = utf8_packed(kind, data, len, out);
+        out = utf8_packed(kind, data, len, out, &surrogates);
         i = len & ~(Py_ssize_t)3;
     }
 #endif
-    for (; i + 4 <= len; i += 4)
-        out = store_words(utf8_lanes(load_lanes(kind, data, i)), 4, out);
+    for (; i + 4 <= len; i += 4) {
+        Lanes c = load_lanes(kind, data, i);
+        surrogates |= (c & 0xF800) == 0xD800;
+        out = store_words(utf8_lanes(c), 4, out);
+    }
     Lanes rest = {0};
     for (int k = 0; i + k < len; k++)
         rest[k] = (int32_t)PyUnicode_READ(kind, data, i + k);
+    surrogates |= (rest & 0xF800) == 0xD800;
     out = store_words(utf8_lanes(rest), (int)(len - i), out);
+    if (surrogates[0] | surrogates[1] | surrogates[2] | surrogates[3]) {
+        Tcl_Free(bytes);
+        return NULL;
+    }
     *out = '\0';
     *length = (Tcl_Size)(out - bytes);
     char *fitted = (size_t)(out - bytes) + 64 < room
