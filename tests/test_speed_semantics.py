@@ -6,9 +6,15 @@ compiled code per interpreter; typed results read Tcl's own types.  Each
 test runs the same text again after what it could depend on changed.
 tests/cache.test does the same from the Tcl side.
 """
+import json
 import math
+import os
+import platform
+import shutil
+import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -171,6 +177,53 @@ def test_utf8_written_by_the_bridge_is_tcls_own(interp, text):
     interp.eval("append ours Ω")
     assert interp.call("set", "ours") == text + "Ω"
     assert interp.call("py", "call", "str", text, result=str) == text
+
+
+PORTABLE_CHECK = """
+import sys, tclamp
+assert tclamp.__file__.startswith(sys.argv[1]), tclamp.__file__
+interp = tclamp.Interp()
+for text in TEXTS:
+    interp.call("set", "ours", text)
+    interp.eval("set theirs [string reverse [string reverse $ours]]")
+    same = interp.eval("list [string bytelength $ours] [string bytelength $theirs]"
+                       " [dict exists [dict create $theirs 1] $ours] [string length $ours]")
+    bytes_ours, bytes_theirs, found, length = same.split()
+    assert (bytes_ours, found, length) == (bytes_theirs, "1", str(len(text))), (text[:20], same)
+    assert interp.call("set", "ours") == text
+print("checked", len(TEXTS))
+"""
+
+
+def test_portable_utf8_writer(tmp_path):
+    """The UTF-8 writer that machines without SSSE3 (and all but x86-64)
+    run, built on its own and given the same texts."""
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, CFLAGS="-DTCLAMP_PORTABLE_UTF8")
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib",
+                    str(tmp_path / "lib"), "--build-temp", str(tmp_path / "obj")],
+                   cwd=root, env=env, check=True, capture_output=True)
+    package = tmp_path / "site" / "tclamp"
+    shutil.copytree(root / "src" / "tclamp", package,
+                    ignore=shutil.ignore_patterns("_bridge*.so", "__pycache__"))
+    built, = (tmp_path / "lib" / "tclamp").glob("_bridge*.so")
+    shutil.copy(built, package)
+    def symbols(library):
+        return subprocess.run(["nm", str(library)], capture_output=True, text=True,
+                              check=True).stdout
+    assert "utf8_packed" not in symbols(built)
+    if platform.machine() == "x86_64":     # the usual build has the SSSE3 writer
+        assert "utf8_packed" in symbols(tclamp._bridge.__file__)
+    texts = MIXED + [("añé€жю中文" * 40000)[:300001], "é" * 70001, "x\udc80y" * 100]
+    (tmp_path / "texts.json").write_text(json.dumps(texts))
+    script = tmp_path / "check.py"
+    script.write_text(f"import json\nTEXTS = json.load(open({str(tmp_path / 'texts.json')!r}))\n"
+                      + PORTABLE_CHECK)
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "site")],
+                            env=dict(os.environ, PYTHONPATH=str(tmp_path / "site")),
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == ["checked", str(len(texts))]
 
 
 @pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "é\ud83d", "\U0001F600é\0", "é" * 10 + "\udc80"])
