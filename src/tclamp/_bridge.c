@@ -2227,7 +2227,9 @@ plain_call_compiler(Tcl_Interp *interp)
     return a && b && a->compile == b->compile ? (Compiler *)a->compile : NULL;
 }
 
-static Compiler *plain_call;    /* the one libtcl's: the same for every interpreter */
+/* libtcl's; set (with the GIL held) before any command is given the compiler
+   below, and the same for every interpreter. */
+static Compiler *plain_call;
 
 /* Compiles only the words whose meaning Tcl watches: a subcommand of the
    ensemble (Tcl hands over the command with its first word moved on to
