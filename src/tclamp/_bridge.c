@@ -620,6 +620,7 @@ typedef uint8_t Latin __attribute__((vector_size(4)));
 
 typedef struct {
     Lanes word, two, three;     /* two, three: all ones where that many bytes or more */
+    Lanes surrogate;            /* all ones for a surrogate, which Tcl writes itself */
 } Utf8Lanes;
 
 static inline __attribute__((always_inline)) Utf8Lanes
@@ -631,6 +632,7 @@ utf8_lanes(Lanes c)
     Lanes word2 = 0x80C0 | c >> 6 | (c << 8 & 0x3F00);
     Lanes word3 = 0x8080E0 | c >> 12 | (c << 2 & 0x3F00) | (c << 16 & 0x3F0000);
     u.word = (c & ~u.two) | (word2 & u.two & ~u.three) | (word3 & u.three);
+    u.surrogate = (c & 0xF800) == 0xD800;
     return u;
 }
 
@@ -692,9 +694,8 @@ static __attribute__((target("ssse3"))) char *
 utf8_packed(int kind, const void *data, Py_ssize_t len, char *out, Lanes *surrogates)
 {
     for (Py_ssize_t i = 0; i + 4 <= len; i += 4) {
-        Lanes c = load_lanes(kind, data, i);
-        Utf8Lanes u = utf8_lanes(c);
-        *surrogates |= (c & 0xF800) == 0xD800;
+        Utf8Lanes u = utf8_lanes(load_lanes(kind, data, i));
+        *surrogates |= u.surrogate;
         int mix = _mm_movemask_ps((__m128)u.two) | _mm_movemask_ps((__m128)u.three) << 4;
         __m128i shuffle = _mm_loadu_si128((const __m128i *)packing_shuffles[mix]);
         _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8((__m128i)u.word, shuffle));
@@ -728,15 +729,16 @@ utf8_of(int kind, const void *data, Py_ssize_t len, Tcl_Size *length)
     }
 #endif
     for (; i + 4 <= len; i += 4) {
-        Lanes c = load_lanes(kind, data, i);
-        surrogates |= (c & 0xF800) == 0xD800;
-        out = store_words(utf8_lanes(c), 4, out);
+        Utf8Lanes u = utf8_lanes(load_lanes(kind, data, i));
+        surrogates |= u.surrogate;
+        out = store_words(u, 4, out);
     }
     Lanes rest = {0};
     for (int k = 0; i + k < len; k++)
         rest[k] = (int32_t)PyUnicode_READ(kind, data, i + k);
-    surrogates |= (rest & 0xF800) == 0xD800;
-    out = store_words(utf8_lanes(rest), (int)(len - i), out);
+    Utf8Lanes last = utf8_lanes(rest);
+    surrogates |= last.surrogate;
+    out = store_words(last, (int)(len - i), out);
     if (surrogates[0] | surrogates[1] | surrogates[2] | surrogates[3]) {
         Tcl_Free(bytes);
         return NULL;
@@ -748,18 +750,16 @@ utf8_of(int kind, const void *data, Py_ssize_t len, Tcl_Size *length)
     return fitted ? fitted : bytes;
 }
 
-/* Gives a value made from a str its UTF-8 as well, so that neither
-   `string length` nor a use of its text makes Tcl convert the characters
-   one by one.  (A str with characters beyond the BMP keeps code units
-   only.) */
+/* Gives a value that tcl_from_units made (code units only, no text yet)
+   its UTF-8 as well, so that neither `string length` nor a use of its text
+   makes Tcl convert the characters one by one.  (A str with characters
+   beyond the BMP keeps code units only.) */
 static void
 add_utf8(Tcl_Obj *obj, PyObject *s)
 {
     const void *data = PyUnicode_DATA(s);
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
     Tcl_Size length;
-    if (obj->bytes != NULL)
-        return;
     char *bytes = PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND
         ? utf8_of(PyUnicode_1BYTE_KIND, data, len, &length)
         : PyUnicode_KIND(s) == PyUnicode_2BYTE_KIND
