@@ -404,30 +404,24 @@ def test_child_interp_and_two_interps_same_script(interp):
 # namespace shadows it, so compiling it to a fixed ::py::call would leave
 # stale bytecode (found here against 8ef5d32; fixed: only the ensemble's
 # subcommands and absolute names are compiled).
-
-
-@pytest.mark.parametrize("sub, args, first", [("call", "len abc", "3"),
-                                              ("eval", "1+2", "3")])
-def test_namespace_path_shadowing_in_proc(interp, sub, args, first):
-    interp.eval(f"namespace eval ::foo {{ namespace path ::py; proc p {{}} {{ {sub} {args} }} }}")
-    assert interp.eval("::foo::p") == first
-    interp.eval(f"proc ::foo::{sub} {{args}} {{return shadow}}")
-    assert interp.eval("::foo::p") == "shadow"
-
-
-def test_namespace_path_shadowing_by_alias(interp):
-    interp.eval("namespace eval ::foo { namespace path ::py; proc p {} { call len abc } }")
-    assert interp.eval("::foo::p") == "3"
-    interp.eval("interp alias {} ::foo::call {} ::list alias")
-    assert interp.eval("::foo::p") == "alias len abc"
-
-
-def test_namespace_path_shadowing_namespace_eval_literal(interp):
+@pytest.mark.parametrize("words, shadow, shadowed", [
+    ("call len abc", "proc ::foo::call {args} {return shadow}", "shadow"),
+    ("eval 1+2", "proc ::foo::eval {args} {return shadow}", "shadow"),
+    ("call len abc", "interp alias {} ::foo::call {} ::list alias", "alias len abc"),
+    ("call len abc", "namespace eval ::x { proc call args {return imp}; namespace export call };"
+                     " namespace eval ::foo { namespace import ::x::call }", "imp"),
+], ids=["proc-call", "proc-eval", "alias", "import"])
+@pytest.mark.parametrize("where", ["proc", "namespace-eval-literal"])
+def test_namespace_path_shadowing(interp, words, shadow, shadowed, where):
     interp.eval("namespace eval ::foo { namespace path ::py }")
-    script = "namespace eval ::foo { call len abc }"
+    if where == "proc":
+        interp.eval(f"proc ::foo::p {{}} {{ {words} }}")
+        script = "::foo::p"
+    else:                       # one Tcl value, its bytecode kept between runs
+        script = f"namespace eval ::foo {{ {words} }}"
     assert interp.eval(script) == "3"
-    interp.eval("proc ::foo::call {args} {return shadow}")
-    assert interp.eval(script) == "shadow"
+    interp.eval(shadow)
+    assert interp.eval(script) == shadowed
 
 
 def test_namespace_path_change_still_followed(interp):
@@ -457,9 +451,3 @@ def test_containers_from_python(interp, text):
     assert interp.eval("dict exists $D [string reverse [string reverse [lindex $L 0]]]") == "1"
 
 
-def test_namespace_path_shadowing_by_import(interp):
-    interp.eval("namespace eval ::foo { namespace path ::py; proc p {} { call len abc } }")
-    assert interp.eval("::foo::p") == "3"
-    interp.eval("namespace eval ::x { proc call args {return imp}; namespace export call }")
-    interp.eval("namespace eval ::foo { namespace import ::x::call }")
-    assert interp.eval("::foo::p") == "imp"
