@@ -60,7 +60,7 @@ $(SETUP_STAMP): pyproject.toml setup.py
 	touch $@
 
 # The bridge is rebuilt whenever its C source changes.
-$(BUILT_STAMP): $(SETUP_STAMP) src/tclamp/_bridge.c setup.py pyproject.toml
+$(BUILT_STAMP): $(SETUP_STAMP) $(wildcard src/tclamp/*.c src/tclamp/*.h) src/tclamp/VERSION setup.py pyproject.toml
 	@echo "== building the bridge, installing tclamp into $(VENV) (editable)"
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
 	touch $@
