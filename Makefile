@@ -16,7 +16,8 @@ INSTALL_VENV ?= $(PREFIX)/lib/tclamp-python
 
 export TCLLIBPATH := $(CURDIR)/tcl
 
-.PHONY: setup system-packages check-thread demo test soak bench install-tcl uninstall-tcl clean FORCE
+.PHONY: setup system-packages check-thread demo test soak bench wheels install-tcl uninstall-tcl \
+        clean FORCE
 
 # The system check runs every time (it is quick), so a machine that lost a
 # package gets it back even when the Python environment is up to date.
@@ -84,6 +85,13 @@ bench: setup
 	$(PY) bench/run.py
 	$(PY) bench/compare.py
 
+# A release: one manylinux wheel per Python in WHEEL_PYTHONS, each with the
+# bridge for Tcl 8.6 and for Tcl 9.0 (their headers come from Debian's -dev
+# packages, unpacked into build/tcl), in dist/.  See docs/install.md.
+WHEEL_PYTHONS ?= $(PY)
+wheels:
+	tools/wheels.sh $(WHEEL_PYTHONS)
+
 # For any tclsh, independent of this checkout: torch and tclamp (not
 # editable) in INSTALL_VENV, and its `tclamp install-tcl` writes the Tcl
 # package index to TCL_PKG_DIR.  The build uses the environment's own
@@ -106,4 +114,5 @@ uninstall-tcl:
 	    $(INSTALL_VENV)/bin/python -m pip uninstall -y -q tclamp; fi
 
 clean:
-	rm -rf $(VENV) $(PYTHON_RECORD) build src/*.egg-info src/tclamp/_bridge*.so src/tclamp/.built .pytest_cache .hypothesis
+	rm -rf $(VENV) $(PYTHON_RECORD) build dist src/*.egg-info src/tclamp/_bridge*.so \
+	    src/tclamp/_loader*.so src/tclamp/.built .pytest_cache .hypothesis

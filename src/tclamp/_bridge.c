@@ -3158,7 +3158,6 @@ Tclamp_Init(Tcl_Interp *interp)
     if (rc == TCL_OK) {
         tcl_ready = 1;
         find_tcl_types();
-        watch_tcl_exit();
     }
     pthread_mutex_unlock(&lifecycle_lock);
     if (rc != TCL_OK)
@@ -3174,5 +3173,12 @@ Tclamp_Init(Tcl_Interp *interp)
         Py_XDECREF(self);
     }
     leave(&e);
+    if (rc == TCL_OK) {
+        /* Only the copy in use closes Python: a second copy that was
+           refused would take the GIL at exit and keep it. */
+        pthread_mutex_lock(&lifecycle_lock);
+        watch_tcl_exit();
+        pthread_mutex_unlock(&lifecycle_lock);
+    }
     return rc;
 }

@@ -7,23 +7,20 @@
 # A started Python cannot be swapped, and a wrong one can take the process
 # down, so the first start in a process checks that Python first.
 
-# The binaries built for this Tcl: 8.6 and 9 speak different stubs.
+# The binaries built for this Tcl (8.6 and 9 speak different stubs): one
+# loader, and a bridge for each Python it was built with.
 set tcl_major [expr {[package vsatisfies [package provide Tcl] 9.0-] ? 9 : 8}]
-set found {}
-foreach kind {bridge loader} {
-    set files [glob -nocomplain -types f -directory $dir _$kind$tcl_major*[info sharedlibextension]]
-    if {[llength $files] != 1} {
-        set built [lsort -unique [lmap f [glob -nocomplain -tails -directory $dir _bridge*] {
-            regsub {^_bridge(\d).*} $f {\1}
-        }]]
-        throw {TCLAMP NOT_BUILT} "tclamp: no bridge for Tcl [info patchlevel] in $dir\
-            ([expr {$built eq "" ? "none is built" : "it has Tcl [join $built {, }]"}]):\
-            build it with that Tcl's headers (make setup TCLSH=[info nameofexecutable])"
-    }
-    lappend found [lindex $files 0]
+set so [info sharedlibextension]
+set loader [lindex [glob -nocomplain -types f -directory $dir _loader$tcl_major*$so] 0]
+set bridges [glob -nocomplain -types f -directory $dir _bridge$tcl_major*$so]
+if {$loader eq "" || ![llength $bridges]} {
+    set built [lsort -unique [lmap f [glob -nocomplain -tails -directory $dir _bridge*$so] {
+        regsub {^_bridge(\d).*} $f {\1}
+    }]]
+    throw {TCLAMP NOT_BUILT} "tclamp: no bridge for Tcl [info patchlevel] in $dir\
+        ([expr {$built eq "" ? "none is built" : "it has Tcl [join $built {, }]"}]):\
+        build it with that Tcl's headers (make setup TCLSH=[info nameofexecutable])"
 }
-lassign $found bridge loader
-unset found files kind
 
 if {![info exists ::tclamp::python]} {
     set lib [file dirname [file dirname [file normalize $dir]]]
@@ -52,9 +49,12 @@ if {$::tclamp::version ne $version} {
         in $dir is $::tclamp::version (run: tclamp install-tcl)"
 }
 # Unless the process has a Python's symbols in view already (a Python host,
-# or an earlier load), the chosen Python is checked, then its libpython is
-# loaded for the bridge to use.
-if {![::tclamp::python_loaded]} {
+# or an earlier load: the loader gives its version), the chosen Python is
+# checked, then its libpython is loaded for the bridge to use.
+set running [::tclamp::python_loaded]
+if {$running ne ""} {
+    set tag cpython-[string map {. {}} $running]
+} else {
     if {$python eq ""} {
         throw {TCLAMP PYTHON_START} \
             "tclamp: no Python environment found: set TCLAMP_PYTHON to its python executable"
@@ -87,12 +87,12 @@ print("tclamp-probe", sys.implementation.cache_tag, sys.version.split()[0],
         throw {TCLAMP PYTHON_START} \
             "tclamp: cannot start Python: \"$python\" is not a Python interpreter ($said)"
     }
-    # The bridge's file name carries the ABI it was built for: .cpython-311-...
-    if {[regexp {\.(cpython-(\d)(\d+))[^.]*\.} [file tail $bridge] -> built major minor]
-            && $tag ne $built} {
+    # The bridges' file names carry the ABI they were built for: .cpython-311-...
+    if {![llength [lsearch -all -glob $bridges *.$tag-*]]} {
+        set built [lmap b $bridges {regsub {.*\.cpython-(\d)(\d+)-.*} [file tail $b] {\1.\2}}]
         throw {TCLAMP PYTHON_START} "tclamp: the Python at $python is $found, but this\
-            tclamp was built for Python $major.$minor: set TCLAMP_PYTHON to a Python\
-            $major.$minor that has torch, or install tclamp into the Python you want"
+            tclamp was built for Python [join $built {, }]: set TCLAMP_PYTHON to a Python\
+            [join $built { or }] that has torch, or install tclamp into the Python you want"
     }
     if {$torch ne "True"} {
         throw {TCLAMP PYTHON_START} "the Python at $python has no torch (install it there)"
@@ -103,8 +103,10 @@ print("tclamp-probe", sys.implementation.cache_tag, sys.version.split()[0],
     }
     ::tclamp::load_python $libpython
 }
+# The bridge for this Python (a build without an ABI tag in its name serves any).
+set bridge [lindex [concat [lsearch -all -inline -glob $bridges *.$tag-*] $bridges] 0]
 
 # Tclamp_Init runs once per interpreter and provides the package; after
-# `package forget` it is provided here again.
+# `package forget`, `load` finds the bridge loaded and it is provided here.
 load $bridge Tclamp
-package provide tclamp [package present tclamp]
+package provide tclamp $::tclamp::version

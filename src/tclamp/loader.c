@@ -14,8 +14,9 @@
 #include <string.h>
 #include "compat.h"
 
-/* ::tclamp::python_loaded: 1 if some Python's symbols are in the process's
-   global view already (Python hosts Tcl, or an earlier load_python). */
+/* ::tclamp::python_loaded: the version (3.11) of the Python whose symbols
+   the process has in its global view already (Python hosts Tcl, or an
+   earlier load_python), or an empty string. */
 static int
 python_loaded_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
@@ -23,7 +24,12 @@ python_loaded_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *cons
         Tcl_WrongNumArgs(interp, 1, objv, NULL);
         return TCL_ERROR;
     }
-    Tcl_SetObjResult(interp, Tcl_NewBooleanObj(dlsym(RTLD_DEFAULT, "Py_IsInitialized") != NULL));
+    /* A static string, safe to read without Python's lock. */
+    const char *(*version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+    const char *text = version ? version() : "";
+    const char *dot = strchr(text, '.');
+    Tcl_Size length = dot ? (Tcl_Size)(dot + 1 + strspn(dot + 1, "0123456789") - text) : 0;
+    Tcl_SetObjResult(interp, Tcl_NewStringObj(text, length));
     return TCL_OK;
 }
 
