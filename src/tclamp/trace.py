@@ -7,6 +7,8 @@ it starts.  Module hooks, installed for the trace only, name the module each
 operator ran in.  Nothing is installed outside a trace: it costs nothing
 then.
 """
+import threading
+
 import torch
 from torch.nn.modules.module import (register_module_forward_hook,
                                      register_module_forward_pre_hook)
@@ -42,10 +44,21 @@ def tensors_in(value):
             yield from tensors_in(item)
 
 
+# Set while a tracer looks at values: the operators it runs for that are its
+# own, and an enclosing trace does not count them.
+_looking = threading.local()
+
+
 def holds_nonfinite(tensor):
-    if not (tensor.is_floating_point() or tensor.is_complex()) or tensor.layout != torch.strided:
+    # Meta tensors have no values to look at.
+    if (not (tensor.is_floating_point() or tensor.is_complex())
+            or tensor.layout != torch.strided or tensor.is_meta):
         return False
-    return not bool(torch.isfinite(tensor).all())
+    _looking.active = True
+    try:
+        return not bool(torch.isfinite(tensor).all())
+    finally:
+        _looking.active = False
 
 
 class ModulePath:
@@ -94,7 +107,7 @@ class OperatorTrace(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         output = func(*args, **(kwargs or {}))
-        if self.failure is None:
+        if self.failure is None and not getattr(_looking, "active", False):
             try:
                 self.record(func._schema.name, output, args)
             except Exception as error:      # reported when the script has ended
