@@ -83,6 +83,7 @@ soak: setup
 bench: setup
 	$(PY) bench/run.py
 	$(PY) bench/compare.py
+	$(TCLSH) bench/trace_overhead.tcl
 
 # For any tclsh, independent of this checkout: torch and tclamp (not
 # editable) in INSTALL_VENV, and its `tclamp install-tcl` writes the Tcl
