@@ -26,7 +26,7 @@ USAGE = "Usage: torch::autocast_trace ?-device_type device? ?-format format? scr
 OPTIONS = Signature(
     (Param("device_type", ("-device_type", "-device"), default=None, choices=DEVICES,
            invalid=INVALID_DEVICE),
-     Param("format", ("-format",), default="dict", choices=("dict", "table"),
+     Param("as_table", ("-format",), default=False, choices={"dict": False, "table": True},
            invalid="Invalid format. Use dict or table")),
     USAGE)
 
@@ -189,7 +189,7 @@ def table(trace):
     return "\n".join(lines)
 
 
-def run_trace(script, device_type, format):
+def run_trace(script, device_type, as_table):
     """The script's own outcome when it does not end normally; else the trace."""
     tracer = OperatorTrace(device_type)
     try:
@@ -208,7 +208,7 @@ def run_trace(script, device_type, format):
     if tracer.failure is not None:
         raise tracer_failed(tracer.failure)
     trace = tracer.result()
-    return table(trace) if format == "table" else trace
+    return table(trace) if as_table else trace
 
 
 def tracer_failed(error):
@@ -217,8 +217,8 @@ def tracer_failed(error):
                                       + (f": {text}" if text else ""), type(error).__name__)
 
 
-def plan_trace(script, device_type, format):
-    return ((run_trace, (script, device_type, format)),), None, False
+def plan_trace(script, device_type, as_table):
+    return ((run_trace, (script, device_type, as_table)),), None, False
 
 
 COMMANDS = (
