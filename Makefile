@@ -84,6 +84,7 @@ soak: setup
 bench: setup
 	$(PY) bench/run.py
 	$(PY) bench/compare.py
+	$(TCLSH) bench/trace_overhead.tcl
 
 # A release: one manylinux wheel per Python in WHEEL_PYTHONS, each with the
 # bridge for Tcl 8.6 and for Tcl 9.0 (their headers come from Debian's -dev

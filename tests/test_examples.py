@@ -19,8 +19,18 @@ def test_train_amp_demo(tmp_path):
     lines = r.stdout.splitlines()
     switch = lines.index("-- schedule: autocast now computes in float16")
     assert lines[switch + 1].startswith("3 ")
-    assert lines[-2].startswith("grad scaler scale: ")
-    assert lines[-1] == "handles left: 0"      # each step in py scope, the rest freed
+    end = lines.index("handles left: 0")     # each step in py scope, the rest freed
+    assert lines[end - 1].startswith("grad scaler scale: ")
+    # It ends with the trace of one float16 step with the grad scaler.
+    assert lines[end + 1:end + 3] == [
+        "-- one training step in float16, traced:",
+        "operator                                          dtype    count  nonfinite"]
+    rows = {tuple(line.split()[:2]): int(line.split()[2]) for line in lines[end + 4:]}
+    assert len(rows) == len(lines) - end - 4
+    # three Linear layers forward in float16, their weight gradients' matmuls too
+    assert rows[("aten::addmm", "float16")] == 3 and rows[("aten::mm", "float16")] == 5
+    assert ("aten::_amp_foreach_non_finite_check_and_unscale_", "none") in rows
+    assert not any(dtype == "bfloat16" for _, dtype in rows)
 
 
 def test_inference_example(tmp_path):

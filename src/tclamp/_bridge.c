@@ -1312,6 +1312,20 @@ Outcome_dealloc(OutcomeObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* A command that runs a script decides by the code whether it adds a
+   result of its own (torch::autocast_trace does only when the script ends
+   normally). */
+static PyObject *
+Outcome_code(OutcomeObject *self, void *unused)
+{
+    return PyLong_FromLong(self->code);
+}
+
+static PyGetSetDef Outcome_getset[] = {
+    {"code", (getter)Outcome_code, NULL, "the script's Tcl return code (0 = ok, 1 = error, ...)"},
+    {NULL}
+};
+
 static PyTypeObject OutcomeType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "tclamp._bridge.Outcome",
@@ -1319,6 +1333,7 @@ static PyTypeObject OutcomeType = {
     .tp_basicsize = sizeof(OutcomeObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_dealloc = (destructor)Outcome_dealloc,
+    .tp_getset = Outcome_getset,
 };
 
 static int

@@ -108,6 +108,24 @@ class Signature:
             raise UsageError(error.kind, error.message, flag, word_of(word)) from None
 
 
+@dataclass(frozen=True)
+class BodySignature:
+    """Options as flag/value pairs, then a script: the shape of `if`/`catch`.
+    The script's value goes under `body`; the usage text is the options'."""
+    options: Signature
+    body: str = "body"
+
+    def parse(self, args):
+        if not args:
+            raise UsageError("USAGE", self.options.usage)
+        *options, body = args
+        if options and not is_flag(options[0]):
+            raise UsageError("USAGE", self.options.usage)
+        values = self.options.parse(options)
+        values[self.body] = body
+        return values
+
+
 def word_of(value):
     """How a value reads in an errorCode: a word as given; an object (a
     handle's) as its Python type in angle brackets, e.g. <SGD>."""

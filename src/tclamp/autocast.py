@@ -5,8 +5,7 @@ Each command is a declaration; commands.py registers them all in one loop.
 import torch
 
 from . import _bridge
-from .arguments import Command, Param, Signature, is_flag, tcl_boolean
-from .errors import UsageError
+from .arguments import BodySignature, Command, Param, Signature, tcl_boolean
 
 DEVICES = ("cuda", "cpu")
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -110,19 +109,6 @@ def run_block(body, device_type, dtype, enabled, cache_enabled):
         torch.set_autocast_cache_enabled(saved[2])
 
 
-class BlockSignature:
-    """Options as flag/value pairs, then the body: the shape of `if`/`catch`."""
-    def parse(self, args):
-        if not args:
-            raise UsageError("USAGE", BLOCK_USAGE)
-        *options, body = args
-        if options and not is_flag(options[0]):
-            raise UsageError("USAGE", BLOCK_USAGE)
-        values = BLOCK_OPTIONS.parse(options)
-        values["body"] = body
-        return values
-
-
 def plan_block(body, **options):
     return ((run_block, (body, *options.values())),), None, False
 
@@ -150,5 +136,5 @@ COMMANDS = (
                              choices=DEVICES),),
                       "Usage: torch::autocast_status [device_type]", INVALID_DEVICE),
             plan_status),
-    Command("autocast", "autocast", BlockSignature(), plan_block),
+    Command("autocast", "autocast", BodySignature(BLOCK_OPTIONS), plan_block),
 )

@@ -1,11 +1,12 @@
 """Registration: every declared torch:: command, under both its names."""
 import torch
 
-from . import autocast, info, precision, scaler
+from . import autocast, info, module_rules, precision, scaler, trace
 
 
 def all_commands():
-    return autocast.COMMANDS + precision.COMMANDS + scaler.COMMANDS
+    return (autocast.COMMANDS + trace.COMMANDS + module_rules.COMMANDS + precision.COMMANDS
+            + scaler.COMMANDS)
 
 
 def register(interp):

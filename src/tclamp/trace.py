@@ -1,0 +1,226 @@
+"""torch::autocast_trace: which operators torch ran, and in which dtype.
+
+The script runs in the caller's frame under a TorchDispatchMode, which sees
+every operator after autocast has chosen its dtypes (so autocast's own
+casts show, as aten::_to_copy), on this thread and in the backward passes
+it starts.  Module hooks, installed for the trace only, name the module each
+operator ran in.  Nothing is installed outside a trace: it costs nothing
+then.
+"""
+import threading
+
+import torch
+from torch.nn.modules.module import (register_module_forward_hook,
+                                     register_module_forward_pre_hook)
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import _bridge
+from .arguments import BodySignature, Command, Param, Signature
+from .autocast import DEVICES, DTYPE_NAMES, INVALID_DEVICE
+from .errors import UsageError
+
+TCL_OK = 0
+NO_TENSOR = "none"      # the dtype shown for an operator that returns no tensor
+
+USAGE = "Usage: torch::autocast_trace ?-device_type device? ?-format format? script"
+OPTIONS = Signature(
+    (Param("device_type", ("-device_type", "-device"), default=None, choices=DEVICES,
+           invalid=INVALID_DEVICE),
+     Param("as_table", ("-format",), default=False, choices={"dict": False, "table": True},
+           invalid="Invalid format. Use dict or table")),
+    USAGE)
+
+
+def tensors_in(value):
+    """The tensors in an operator's output or arguments (lists, tuples and
+    dicts looked into)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from tensors_in(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from tensors_in(item)
+
+
+# Set while a tracer looks at values: the operators it runs for that are its
+# own, and an enclosing trace does not count them.
+_looking = threading.local()
+
+
+def holds_nonfinite(tensor):
+    # Meta tensors have no values to look at.
+    if (not (tensor.is_floating_point() or tensor.is_complex())
+            or tensor.layout != torch.strided or tensor.is_meta):
+        return False
+    _looking.active = True
+    try:
+        return not bool(torch.isfinite(tensor).all())
+    finally:
+        _looking.active = False
+
+
+class ModulePath:
+    """The forward passes running now, innermost last, each named by its
+    path from the outermost: `Net.fc1`, `Sequential.0`.  A module called
+    that is not a child of the one around it is named by its class."""
+
+    def __init__(self):
+        self.stack = []                 # (module, path)
+
+    def enter(self, module, args):
+        if self.stack:
+            parent, parent_path = self.stack[-1]
+            name = next((n for n, child in parent.named_children() if child is module),
+                        type(module).__name__)
+            path = f"{parent_path}.{name}"
+        else:
+            path = type(module).__name__
+        self.stack.append((module, path))
+
+    def leave(self, module, args, output):
+        # Always called, also when forward raised; a pre-hook that failed
+        # before ours ran leaves nothing of this module's to pop.
+        if self.stack and self.stack[-1][0] is module:
+            self.stack.pop()
+
+    @property
+    def current(self):
+        return self.stack[-1][1] if self.stack else ""
+
+
+class OperatorTrace(TorchDispatchMode):
+    """Counts (operator, output dtype) pairs, and those whose floating
+    output held inf or NaN."""
+
+    def __init__(self, device_type):
+        super().__init__()
+        self.device_type = device_type
+        self.counts = {}            # (op, dtype) -> calls, in first-seen order
+        self.nonfinite = {}         # (op, dtype) -> calls whose output held inf/NaN
+        self.by_module = {}         # (module path, op, dtype) -> calls
+        self.first_nonfinite = {}
+        self.modules = ModulePath()
+        self.failure = None         # the first exception of the tracer's own
+        self.hooks = ()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        output = func(*args, **(kwargs or {}))
+        if self.failure is None and not getattr(_looking, "active", False):
+            try:
+                self.record(func._schema.name, output, args)
+            except Exception as error:      # reported when the script has ended
+                self.failure = error
+        return output
+
+    def on_device(self, tensors):
+        return [t for t in tensors
+                if self.device_type is None or t.device.type == self.device_type]
+
+    def record(self, op, output, args):
+        outputs = list(tensors_in(output))
+        if outputs:
+            tensors = self.on_device(outputs)
+            dtypes = dict.fromkeys(DTYPE_NAMES[t.dtype] for t in tensors)
+        else:
+            # In-place foreach operators and .item() return no tensor: they
+            # count where their arguments live.
+            dtypes = dict.fromkeys([NO_TENSOR] if self.on_device(tensors_in(args)) else [])
+            tensors = []
+        module = self.modules.current
+        for dtype in dtypes:
+            key = (op, dtype)
+            self.counts[key] = self.counts.get(key, 0) + 1
+            if module:
+                self.by_module[(module, *key)] = self.by_module.get((module, *key), 0) + 1
+            if any(holds_nonfinite(t) for t in tensors if DTYPE_NAMES[t.dtype] == dtype):
+                self.nonfinite[key] = self.nonfinite.get(key, 0) + 1
+                if not self.first_nonfinite:
+                    self.first_nonfinite = {"op": op, "dtype": dtype, "module": module}
+
+    def __enter__(self):
+        self.hooks = (register_module_forward_pre_hook(self.modules.enter),
+                      register_module_forward_hook(self.modules.leave, always_call=True))
+        try:
+            return super().__enter__()
+        except BaseException:
+            self.remove_hooks()
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self.remove_hooks()
+
+    def remove_hooks(self):
+        for hook in self.hooks:
+            hook.remove()
+        self.hooks = ()
+
+    def result(self):
+        def rows(counts):
+            return [{"op": op, "dtype": dtype, "count": n} for (op, dtype), n in counts.items()]
+        return {"ops": rows(self.counts),
+                "nonfinite": rows(self.nonfinite),
+                "modules": [{"module": module, "op": op, "dtype": dtype, "count": n}
+                            for (module, op, dtype), n in self.by_module.items()],
+                "first_nonfinite": self.first_nonfinite}
+
+
+def table(trace):
+    """The trace as aligned columns, one operator and dtype a row, in the
+    order they first ran (the shape of torch.profiler's tables)."""
+    nonfinite = {(row["op"], row["dtype"]): row["count"] for row in trace["nonfinite"]}
+    header = ("operator", "dtype", "count", "nonfinite")
+    rows = [(row["op"], row["dtype"], str(row["count"]),
+             str(nonfinite.get((row["op"], row["dtype"]), 0))) for row in trace["ops"]]
+    widths = [max(len(cells[i]) for cells in [header, *rows]) for i in range(len(header))]
+
+    def line(cells):
+        return (f"{cells[0]:<{widths[0]}}  {cells[1]:<{widths[1]}}  "
+                f"{cells[2]:>{widths[2]}}  {cells[3]:>{widths[3]}}").rstrip()
+    lines = [line(header), line(["-" * w for w in widths]), *map(line, rows)]
+    first = trace["first_nonfinite"]
+    if first:
+        where = f" in {first['module']}" if first["module"] else ""
+        lines.append(f"first nonfinite output: {first['op']} ({first['dtype']}){where}")
+    return "\n".join(lines)
+
+
+def run_trace(script, device_type, as_table):
+    """The script's own outcome when it does not end normally; else the trace."""
+    tracer = OperatorTrace(device_type)
+    try:
+        tracer.__enter__()
+    except Exception as error:
+        raise tracer_failed(error) from None
+    try:
+        outcome = _bridge.current().evaluate(script)
+    finally:
+        try:
+            tracer.__exit__(None, None, None)
+        except Exception as error:
+            tracer.failure = tracer.failure or error
+    if outcome.code != TCL_OK:
+        return outcome
+    if tracer.failure is not None:
+        raise tracer_failed(tracer.failure)
+    trace = tracer.result()
+    return table(trace) if as_table else trace
+
+
+def tracer_failed(error):
+    text = str(error)
+    return UsageError("TRACE_FAILED", f"The tracer failed: {type(error).__name__}"
+                                      + (f": {text}" if text else ""), type(error).__name__)
+
+
+def plan_trace(script, device_type, as_table):
+    return ((run_trace, (script, device_type, as_table)),), None, False
+
+
+COMMANDS = (
+    Command("autocast_trace", "autocastTrace", BodySignature(OPTIONS, "script"), plan_trace),
+)

@@ -1,0 +1,84 @@
+"""torch::autocast_trace where Tcl cannot reach: a tracer that fails, and
+traces on two threads at once, in interpreters Python made."""
+import threading
+
+import pytest
+import torch
+
+import tclamp
+from tclamp import trace
+
+
+@pytest.fixture
+def interp():
+    made = tclamp.Interp()
+    made.eval("py exec {import torch; a = torch.ones(2, 2)}")
+    yield made
+    made.delete()
+
+
+def nothing_installed():
+    from torch.nn.modules import module
+    return (torch._C._len_torch_dispatch_stack(), len(module._global_forward_pre_hooks),
+            len(module._global_forward_hooks)) == (0, 0, 0)
+
+
+def broken_check(tensor):
+    raise RuntimeError("cannot look at this tensor")
+
+
+def test_a_failing_tracer_is_a_clear_error(interp, monkeypatch):
+    """The script still runs to its end (the tracer stops recording, the
+    operators go on), then the command fails with the tracer's error."""
+    monkeypatch.setattr(trace, "holds_nonfinite", broken_check)
+    with pytest.raises(tclamp.TclError) as failed:
+        interp.eval("torch::autocast_trace { py eval {a + 1}; set ::after [py eval {str((a @ a).sum().item())}] }")
+    assert failed.value.result == "The tracer failed: RuntimeError: cannot look at this tensor"
+    assert failed.value.errorcode == "TCLAMP TRACE_FAILED RuntimeError"
+    assert interp.eval("set ::after") == "8.0"
+    assert nothing_installed()
+
+
+def test_the_scripts_own_error_wins_over_the_tracers(interp, monkeypatch):
+    monkeypatch.setattr(trace, "holds_nonfinite", broken_check)
+    with pytest.raises(tclamp.TclError) as failed:
+        interp.eval("torch::autocast_trace { py eval {a + 1}; error mine {} {MY CODE} }")
+    assert (failed.value.result, failed.value.errorcode) == ("mine", "MY CODE")
+    assert nothing_installed()
+
+
+def test_a_tracer_that_cannot_start_changes_nothing(interp, monkeypatch):
+    def refuse(self):
+        raise RuntimeError("no dispatch mode here")
+    monkeypatch.setattr(torch.utils._python_dispatch.TorchDispatchMode, "__enter__", refuse)
+    with pytest.raises(tclamp.TclError) as failed:
+        interp.eval("torch::autocast_trace { set ::ran 1 }")
+    assert failed.value.result == "The tracer failed: RuntimeError: no dispatch mode here"
+    assert interp.eval("info exists ::ran") == "0"
+    assert nothing_installed()
+
+
+def test_a_trace_sees_its_own_thread_only():
+    """Each thread's trace counts its own operators: the dispatch mode is
+    per thread, as autocast's state is."""
+    results, ready = {}, threading.Barrier(2)
+
+    def traced(name, expression):
+        interp = tclamp.Interp()
+        try:
+            interp.eval("py exec {import torch; a = torch.ones(64, 64)}")
+            ready.wait()
+            results[name] = interp.eval(
+                f"lmap row [dict get [torch::autocast_trace {{"
+                f" for {{set i 0}} {{$i < 50}} {{incr i}} {{ py eval {{{expression}}} }} }}] ops]"
+                f" {{list [dict get $row op] [dict get $row count]}}")
+        finally:
+            interp.delete()
+
+    threads = [threading.Thread(target=traced, args=("mm", "a @ a")),
+               threading.Thread(target=traced, args=("add", "a + a"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {"mm": "{aten::mm 50}", "add": "{aten::add 50}"}
