@@ -21,7 +21,7 @@ export TCLLIBPATH := $(CURDIR)/tcl
 
 # The system check runs every time (it is quick), so a machine that lost a
 # package gets it back even when the Python environment is up to date.
-setup: system-packages $(SETUP_STAMP) $(BUILT_STAMP) $(PYTHON_RECORD)
+setup: system-packages $(SETUP_STAMP) $(BUILT_STAMP) $(PYTHON_RECORD) tcl/pkgIndex.tcl
 
 # Tcl's headers, tclsh, the Thread package, and wish with a virtual X
 # server (a test host) come from Debian.  Each check exits non-zero when its
@@ -72,6 +72,10 @@ endif
 $(PYTHON_RECORD):
 	echo '$(abspath $(PY))' > $@
 
+# The checkout's package index, from the one template (src/tclamp/pkgindex.py).
+tcl/pkgIndex.tcl: src/tclamp/pkgindex.py src/tclamp/VERSION
+	$(PY) src/tclamp/pkgindex.py $@
+
 demo: setup
 	$(TCLSH) examples/train_amp.tcl
 
@@ -115,5 +119,5 @@ uninstall-tcl:
 	    $(INSTALL_VENV)/bin/python -m pip uninstall -y -q tclamp; fi
 
 clean:
-	rm -rf $(VENV) $(PYTHON_RECORD) build dist src/*.egg-info src/tclamp/_bridge*.so \
+	rm -rf $(VENV) $(PYTHON_RECORD) tcl/pkgIndex.tcl build dist src/*.egg-info src/tclamp/_bridge*.so \
 	    src/tclamp/_loader*.so src/tclamp/.built .pytest_cache .hypothesis

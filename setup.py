@@ -12,6 +12,7 @@ below that root), else $TCL_CONFIG (one), else the record that
 `make setup TCLSH=...` left in the environment, else every Tcl installed
 in the usual places.
 """
+import importlib.util
 import os
 import shlex
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
@@ -115,4 +117,20 @@ class BuildWithoutPaths(build_ext):
             self.build_temp = shared_temp
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": BuildWithoutPaths})
+class BuildWithIndex(build_py):
+    """Writes the package index that sits beside the package (pkgindex.py)."""
+
+    def run(self):
+        super().run()
+        if self.dry_run:
+            return
+        spec = importlib.util.spec_from_file_location("pkgindex", ROOT / "src/tclamp/pkgindex.py")
+        pkgindex = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(pkgindex)
+        index = Path(self.build_lib) / "tclamp" / "pkgIndex.tcl"
+        index.write_text(pkgindex.index_text(
+            VERSION, "beside the package (tclamp --tcl-dir prints this directory)"))
+
+
+setup(ext_modules=extensions(),
+      cmdclass={"build_ext": BuildWithoutPaths, "build_py": BuildWithIndex})

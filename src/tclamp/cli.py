@@ -9,28 +9,13 @@
 runs as `tclamp ./install-tcl` or `tclamp -- install-tcl`.
 """
 import argparse
-import re
 import sys
 from pathlib import Path
 
-from . import PACKAGE_DIR, __version__
+from . import PACKAGE_DIR, __version__, pkgindex
 
 # On the auto_path of Debian's and Ubuntu's tclsh.
 DEFAULT_INSTALL_DIR = "/usr/local/lib/tcltk/tclamp"
-
-INDEX = """\
-# tclamp %(version)s for any tclsh, written by `tclamp install-tcl`.  The package
-# is the Python one in %(package)s; Python starts from %(python)s.
-# Scanning only declares the package; `package require tclamp` loads it.
-package ifneeded tclamp %(version)s [list apply {{dir version python} {
-    if {![file exists [file join $dir load.tcl]]} {
-        throw {TCLAMP NOT_INSTALLED} "tclamp: no Python package in $dir any more\\
-            (install tclamp again, then run: tclamp install-tcl)"
-    }
-    source [file join $dir load.tcl]
-}} %(package_word)s %(version)s %(python_word)s]
-"""
-
 
 def checkout():
     """The checkout this tclamp runs from (an editable install), or None."""
@@ -46,13 +31,6 @@ def tcl_dir():
     return root / "tcl" if root else PACKAGE_DIR
 
 
-def tcl_word(text):
-    """`text` as one Tcl word."""
-    if re.fullmatch(r"[\w./+:@%,=-]+", text):
-        return text
-    return re.sub(r'([\s{}\[\]$"\\;])', r"\\\1", text)
-
-
 def install_tcl(directory):
     """Writes directory/pkgIndex.tcl for this package and this Python."""
     root = checkout()
@@ -65,10 +43,10 @@ def install_tcl(directory):
     index = Path(directory).absolute() / "pkgIndex.tcl"
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
-        index.write_text(INDEX % {"version": __version__, "package": PACKAGE_DIR,
-                                  "python": sys.executable,
-                                  "package_word": tcl_word(str(PACKAGE_DIR)),
-                                  "python_word": tcl_word(sys.executable)})
+        index.write_text(pkgindex.index_text(
+            __version__, f"written by `tclamp install-tcl` for any tclsh; the package is "
+            f"the Python one in {PACKAGE_DIR}, and Python starts from {sys.executable}",
+            PACKAGE_DIR, sys.executable))
     except OSError as error:
         raise SystemExit(f"tclamp install-tcl: {error}") from None
     print(f"wrote {index}: `package require tclamp` works in a tclsh whose auto_path "

@@ -1,7 +1,7 @@
 # tclamp: loads the bridge beside this file into the interpreter that asked.
-# A package index sources this on `package require tclamp`, with `dir`
-# (this directory), `python` (the Python its writer chose, or empty) and
-# `version` (the version it declared) set.
+# A package index (written from pkgindex.py) sources this on `package
+# require tclamp`, with `dir` (this directory), `python` (the Python its
+# writer chose, or empty) and `version` (the version it declared) set.
 #
 # The bridge starts Python from $env(TCLAMP_PYTHON), else ::tclamp::python.
 # A started Python cannot be swapped, and a wrong one can take the process
@@ -23,8 +23,20 @@ if {$loader eq "" || ![llength $bridges]} {
 }
 
 if {![info exists ::tclamp::python]} {
-    set lib [file dirname [file dirname [file normalize $dir]]]
-    if {$python eq "" && [string match python* [file tail $lib]]} {
+    set parent [file dirname [file normalize $dir]]
+    set lib [file dirname $parent]
+    if {$python eq "" && [file tail $parent] eq "src"} {
+        # A checkout: the Python of its last `make setup` (make VENV=...
+        # records it), else its .venv.
+        set recorded [file join $lib tcl python-path]
+        if {[file readable $recorded]} {
+            set f [open $recorded]
+            set python [string trim [read $f]]
+            close $f
+        } elseif {[file executable [file join $lib .venv bin python]]} {
+            set python [file join $lib .venv bin python]
+        }
+    } elseif {$python eq "" && [string match python* [file tail $lib]]} {
         # Installed in <prefix>/lib/pythonX.Y/site-packages: <prefix>/bin/pythonX.Y
         set guess [file join [file dirname [file dirname $lib]] bin [file tail $lib]]
         if {[file executable $guess]} {
