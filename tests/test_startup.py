@@ -6,9 +6,13 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 
 import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:     # Python 3.10: pytest brings tomli, the same parser
+    import tomli as tomllib
 
 import tclamp
 from conftest import ROOT
