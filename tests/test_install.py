@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, run_tclsh
+from conftest import ROOT, TCLSH, run_tclsh
 from tclamp import cli
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
@@ -41,7 +41,7 @@ def users_env(**settings):
 
 
 def users_tclsh(script, cwd, **settings):
-    return subprocess.run(["tclsh"], input=script, capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([TCLSH], input=script, capture_output=True, text=True, cwd=cwd,
                           env=users_env(**settings), timeout=300)
 
 
@@ -55,7 +55,7 @@ def pip(python, *args):
 def torch_env(tmp_path_factory):
     """A fresh environment outside the checkout with this run's torch."""
     venv = tmp_path_factory.mktemp("users") / "venv"
-    subprocess.run([sys._base_executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run([os.path.join(sys.base_prefix, "bin", "python3"), "-m", "venv", str(venv)], check=True, timeout=300)
     pip(venv / "bin" / "python", "install", f"torch=={TORCH_RELEASE}", "numpy",
         "setuptools>=68", "wheel")
     return venv
