@@ -15,9 +15,9 @@ TCL_VERSION := $(or $(shell echo 'puts $$tcl_version' | $(TCLSH) 2>/dev/null),\
                     $(filter 8.6 9.0,$(patsubst tclsh%,%,$(notdir $(TCLSH)))),8.6)
 WISH ?= $(shell echo '$(TCLSH)' | sed 's,tclsh\([^/]*\)$$,wish\1,')
 TCL_CONFIG = $(shell $(TCLSH) tools/tcl-config.tcl 2>/dev/null)
-# The choice, recorded for what builds or tests without make: tests/conftest.py
-# and a later `pip install .` read TCLSH and TCL_CONFIG from it.
-TCL_RECORD := $(VENV)/.tclamp-tcl
+# The choice (its tclConfig.sh), recorded for what builds or tests without
+# make: setup.py (a later `pip install .`) and tests/conftest.py read it.
+TCL_RECORD := $(VENV)/.tclamp-tcl-config
 # The checkout's tcl/pkgIndex.tcl starts Python from the one named here.
 PYTHON_RECORD := tcl/python-path
 PREFIX ?= /usr/local
@@ -73,13 +73,12 @@ $(SETUP_STAMP): pyproject.toml setup.py
 	touch $@
 
 # Another Tcl than the one recorded makes the bridge build again.
-TCLSH_PATH = $(shell command -v $(TCLSH))
-ifneq ($(shell cat $(TCL_RECORD) 2>/dev/null),TCLSH=$(TCLSH_PATH) TCL_CONFIG=$(TCL_CONFIG))
+ifneq ($(shell cat $(TCL_RECORD) 2>/dev/null),$(TCL_CONFIG))
 $(TCL_RECORD): FORCE
 endif
 $(TCL_RECORD): $(SETUP_STAMP)
 	@test -n '$(TCL_CONFIG)' || $(TCLSH) tools/tcl-config.tcl
-	printf 'TCLSH=%s\nTCL_CONFIG=%s\n' '$(TCLSH_PATH)' '$(TCL_CONFIG)' > $@
+	echo '$(TCL_CONFIG)' > $@
 
 # The bridge is rebuilt whenever its C source or the Tcl changes.
 $(BUILT_STAMP): $(SETUP_STAMP) $(TCL_RECORD) src/tclamp/_bridge.c setup.py pyproject.toml

@@ -13,25 +13,31 @@ for name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES"):
     os.environ.pop(name, None)
 
 
-def recorded_tcl():
-    """The Tcl that `make setup` built this environment's bridge for
-    (TCLSH, TCL_CONFIG), recorded in the environment."""
+def recorded_tcl_config():
+    """The tclConfig.sh of the Tcl that `make setup` built this environment's
+    bridge for (setup.py reads the same record), or None."""
     try:
-        lines = (Path(sys.prefix) / ".tclamp-tcl").read_text().splitlines()
+        return (Path(sys.prefix) / ".tclamp-tcl-config").read_text().strip() or None
     except OSError:
-        return {}
-    return dict(line.split("=", 1) for line in lines if "=" in line)
+        return None
+
+
+def tclsh_of(config):
+    """The tclsh that a tclConfig.sh describes."""
+    r = subprocess.run(["sh", "-c", '. "$0" && echo "$TCL_EXEC_PREFIX/bin/tclsh$TCL_VERSION"', config],
+                       capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 and os.access(r.stdout.strip(), os.X_OK) else None
 
 
 # The Tcl under test: $TCLSH (make passes it), else the one the bridge was
 # built for, else tclsh.  Its tclConfig.sh goes to every build the tests run
 # (setup.py reads TCL_CONFIG), so that none falls back to another Tcl.
-for name, value in recorded_tcl().items():
-    os.environ.setdefault(name, value)
+if "TCLSH" not in os.environ and recorded_tcl_config():
+    os.environ["TCL_CONFIG"] = recorded_tcl_config()
+    os.environ["TCLSH"] = tclsh_of(recorded_tcl_config()) or "tclsh"
 TCLSH = os.environ.setdefault("TCLSH", "tclsh")
 # Its wish: the same name with wish for tclsh (tclsh9.0 -> wish9.0).
-WISH = os.environ.get("WISH") or str(Path(TCLSH).with_name(Path(TCLSH).name.replace("tclsh",
-                                                                                     "wish")))
+WISH = os.environ.get("WISH") or str(Path(TCLSH).with_name(Path(TCLSH).name.replace("tclsh", "wish")))
 if "TCL_CONFIG" not in os.environ:
     found = subprocess.run([TCLSH, str(ROOT / "tools" / "tcl-config.tcl")],
                            capture_output=True, text=True)
@@ -41,8 +47,6 @@ TCL_VERSION = tuple(int(part) for part in subprocess.run(
     [TCLSH], input="puts [info tclversion]\n", capture_output=True, text=True,
     check=True).stdout.split("."))
 TCL9 = TCL_VERSION >= (9, 0)
-
-
 
 
 def tkinter_tcl_version():
