@@ -81,7 +81,8 @@ $(TCL_RECORD): $(SETUP_STAMP)
 	echo '$(TCL_CONFIG)' > $@
 
 # The bridge is rebuilt whenever its C source or the Tcl changes.
-$(BUILT_STAMP): $(SETUP_STAMP) $(TCL_RECORD) src/tclamp/_bridge.c setup.py pyproject.toml
+$(BUILT_STAMP): $(SETUP_STAMP) $(TCL_RECORD) $(wildcard src/tclamp/*.c src/tclamp/*.h) src/tclamp/VERSION \
+                setup.py pyproject.toml
 	@echo "== building the bridge for Tcl $(TCL_VERSION), installing tclamp into $(VENV) (editable)"
 	TCL_CONFIG='$(TCL_CONFIG)' $(PY) -m pip install -q --disable-pip-version-check \
 	    --no-build-isolation --no-deps -e .

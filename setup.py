@@ -1,50 +1,115 @@
-"""Builds the one C file of the bridge against Tcl's stubs and libpython.
+"""Builds the bridge and its Tcl loader once for each Tcl found.
 
-The paths come from Tcl's own tclConfig.sh (Debian's tcl8.6-dev), so the
-same shared object loads into any tclsh 8.6 and imports into this Python.
+For each tclConfig.sh (Tcl 8.6, Tcl 9.0) this makes tclamp._bridge<major>,
+the bridge compiled against that Tcl's stubs, and tclamp._loader<major>,
+what a tclsh of that Tcl loads first (see loader.c).  Neither links
+libpython or libtcl, and no path of this machine is compiled in: the wheel
+works with any build of its Python and any tclsh of those Tcls.
+
+Which Tcls: $TCLAMP_TCL_CONFIG, a list of tclConfig.sh paths separated by
+':' (a file inside an unpacked Debian package works: its paths are read
+below that root), else $TCL_CONFIG (one), else the record that
+`make setup TCLSH=...` left in the environment, else every Tcl installed
+in the usual places.
 """
 import os
 import shlex
 import subprocess
-import sysconfig
+import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
-TCL_SETTINGS = ["TCL_LIB_SPEC", "TCL_LIB_FILE", "TCL_INCLUDE_SPEC", "TCL_STUB_LIB_SPEC"]
-
-
-def tcl_config():
-    """Tcl's build settings, read by letting sh source its tclConfig.sh."""
-    candidates = [os.environ.get("TCL_CONFIG", ""), "/usr/lib/tcl8.6/tclConfig.sh",
-                  "/usr/local/lib/tclConfig.sh"]
-    for path in filter(None, candidates):
-        if Path(path).is_file():
-            script = ". %s && printf '%%s\\n' %s" % (
-                shlex.quote(path), " ".join('"$%s"' % name for name in TCL_SETTINGS))
-            out = subprocess.run(["sh", "-c", script], check=True, capture_output=True, text=True)
-            return dict(zip(TCL_SETTINGS, out.stdout.splitlines()))
-    raise SystemExit("tclConfig.sh not found: install tcl8.6-dev (or set TCL_CONFIG)")
+ROOT = Path(__file__).resolve().parent
+VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
+SETTINGS = ["TCL_VERSION", "TCL_INCLUDE_SPEC", "TCL_STUB_LIB_SPEC"]
+USUAL_PLACES = ["/usr/lib/tcl8.6/tclConfig.sh", "/usr/lib/tcl9.0/tclConfig.sh",
+                "/usr/local/lib/tclConfig.sh", "/usr/local/lib/tcl9.0/tclConfig.sh",
+                "/opt/homebrew/lib/tclConfig.sh", "/usr/local/opt/tcl-tk/lib/tclConfig.sh"]
+# What `make setup` recorded: the tclConfig.sh of the tclsh it was given.
+RECORD = Path(sys.prefix) / ".tclamp-tcl-config"
 
 
-tcl = tcl_config()
-libtcl = os.path.join(tcl["TCL_LIB_SPEC"].split()[0].removeprefix("-L"), tcl["TCL_LIB_FILE"])
-# Tcl as host needs libpython linked in (python itself does not).
-python_lib = []
-if sysconfig.get_config_var("Py_ENABLE_SHARED"):
-    libdir = sysconfig.get_config_var("LIBDIR")
-    python_lib = ["-L" + libdir, "-lpython" + sysconfig.get_config_var("LDVERSION"),
-                  "-Wl,-rpath," + libdir]
+def chosen_configs():
+    listed = os.environ.get("TCLAMP_TCL_CONFIG") or os.environ.get("TCL_CONFIG")
+    if listed:
+        return [p for p in listed.split(os.pathsep) if p]
+    if RECORD.is_file():
+        return [RECORD.read_text().strip()]
+    return [p for p in USUAL_PLACES if Path(p).is_file()]
 
-bridge = Extension(
-    "tclamp._bridge",
-    sources=["src/tclamp/_bridge.c"],
-    include_dirs=[flag[2:] for flag in shlex.split(tcl["TCL_INCLUDE_SPEC"])],
-    define_macros=[("USE_TCL_STUBS", "1"),
-                   ("TCLAMP_LIBTCL", '"%s"' % libtcl),
-                   ("TCLAMP_LIBTCL_SONAME", '"%s"' % os.path.basename(libtcl))],
-    extra_compile_args=["-std=gnu11", "-Wall", "-Wno-unused-parameter"],
-    extra_link_args=shlex.split(tcl["TCL_STUB_LIB_SPEC"]) + python_lib,
-)
 
-setup(ext_modules=[bridge])
+def read_config(path):
+    """A tclConfig.sh's settings, read by letting sh source it; paths that
+    exist only below the root the file sits in (an unpacked package) are
+    moved there."""
+    script = ". %s && printf '%%s\\n' %s" % (
+        shlex.quote(path), " ".join('"$%s"' % name for name in SETTINGS))
+    out = subprocess.run(["sh", "-c", script], check=True, capture_output=True, text=True)
+    config = dict(zip(SETTINGS, out.stdout.splitlines()))
+    root = path[:path.index("/usr/")] if "/usr/" in path else ""
+
+    def moved(flag):
+        for prefix in ("-I", "-L", ""):
+            if flag.startswith(prefix + "/"):
+                where = flag[len(prefix):]
+                if root and os.path.exists(root + where):
+                    return prefix + root + where
+        return flag
+
+    for name in ("TCL_INCLUDE_SPEC", "TCL_STUB_LIB_SPEC"):
+        config[name] = [moved(flag) for flag in shlex.split(config[name])]
+    return config
+
+
+def extensions():
+    built, modules = set(), []
+    for path in chosen_configs():
+        if not Path(path).is_file():
+            raise SystemExit(f"tclamp: no tclConfig.sh at {path}")
+        tcl = read_config(path)
+        major = tcl["TCL_VERSION"].split(".")[0]
+        if major in built:
+            continue
+        built.add(major)
+        common = dict(
+            include_dirs=[f[2:] for f in tcl["TCL_INCLUDE_SPEC"] if f.startswith("-I")],
+            define_macros=[("USE_TCL_STUBS", "1"), ("TCLAMP_VERSION", '"%s"' % VERSION)],
+            extra_compile_args=["-std=gnu11", "-Wall", "-Wno-unused-parameter",
+                                # no build path in the binary, unless asked for
+                                "-g" if os.environ.get("TCLAMP_DEBUG") else "-g0"],
+            extra_link_args=tcl["TCL_STUB_LIB_SPEC"],
+            depends=["src/tclamp/compat.h", "src/tclamp/utf8_simd.h"],
+        )
+        modules.append(Extension(f"tclamp._bridge{major}", sources=["src/tclamp/_bridge.c"],
+                                 **common))
+        modules.append(Extension(f"tclamp._loader{major}", sources=["src/tclamp/loader.c"],
+                                 **common))
+    if not modules:
+        raise SystemExit("tclamp: no Tcl found to build for: install tcl8.6-dev or "
+                         "tcl9.0-dev, or set TCLAMP_TCL_CONFIG to a tclConfig.sh")
+    return modules
+
+
+class BuildWithoutPaths(build_ext):
+    """Links without the run-time search paths that this Python's own build
+    flags carry (pyenv's -rpath to its lib): the bridge links no libpython.
+    Each extension compiles in a directory of its own."""
+
+    def build_extensions(self):
+        self.compiler.linker_so = [arg for arg in self.compiler.linker_so
+                                   if not arg.startswith(("-Wl,-rpath", "-Wl,-R"))]
+        super().build_extensions()
+
+    def build_extension(self, ext):
+        # The same C file is built for each Tcl: each build in its own place.
+        shared_temp = self.build_temp
+        self.build_temp = os.path.join(shared_temp, ext.name)
+        try:
+            super().build_extension(ext)
+        finally:
+            self.build_temp = shared_temp
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildWithoutPaths})

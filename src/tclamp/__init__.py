@@ -10,12 +10,49 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).absolute().parent
 
 import atexit  # noqa: E402
+import ctypes  # noqa: E402
+import importlib  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
 
-from . import _bridge  # noqa: E402
+
+def _tcl_loads(major):
+    """Whether this process can load a libtcl of that major version."""
+    names = {"8": "libtcl8.6", "9": "libtcl9.0"}[major]
+    suffix = ".dylib" if sys.platform == "darwin" else ".so"
+    try:
+        ctypes.CDLL(os.environ.get("TCLAMP_LIBTCL") or names + suffix)
+    except OSError:
+        return False
+    return True
+
+
+def _load_bridge():
+    """The bridge for the Tcl this process uses: the one a Tcl host loaded
+    (it registers itself as tclamp._bridge), else $TCLAMP_TCL's (8.6 or
+    9.0), else tkinter's, else the first built whose libtcl loads."""
+    if "tclamp._bridge" in sys.modules:
+        return sys.modules["tclamp._bridge"]
+    built = sorted({path.name[len("_bridge")] for path in PACKAGE_DIR.glob("_bridge[0-9]*")})
+    wanted = os.environ.get("TCLAMP_TCL", "")
+    if not wanted and "_tkinter" in sys.modules:
+        wanted = str(sys.modules["_tkinter"].TCL_VERSION)
+    wanted = wanted.split(".")[0]
+    if wanted and wanted not in built or not built:
+        raise ImportError(f"tclamp has no bridge for Tcl {wanted or '8.6 or 9.0'} in "
+                          f"{PACKAGE_DIR} (built: {', '.join(built) or 'none'})")
+    major = wanted or next((m for m in built if _tcl_loads(m)), built[0])
+    module = importlib.import_module(f"tclamp._bridge{major}")
+    sys.modules["tclamp._bridge"] = module
+    return module
+
+
+_bridge = _load_bridge()
+
 from .bridge import SHUTDOWN_STEPS, tcl  # noqa: E402
 from .errors import TclError, UsageError, describe_error  # noqa: E402
 
-__version__ = (PACKAGE_DIR / "VERSION").read_text().strip()   # written there only
+__version__ = _bridge.VERSION      # compiled in from src/tclamp/VERSION
 __all__ = ["Interp", "TclError", "UsageError", "tcl", "__version__"]
 
 Interp = _bridge.Interp
@@ -33,4 +70,3 @@ def _attach(interp):
     # Child interpreters find the package beside this file.
     interp.call("apply", "{dir} {if {$dir ni $::auto_path} {lappend ::auto_path $dir}}",
                 str(PACKAGE_DIR))
-    interp.call("package", "provide", "tclamp", __version__)

@@ -47,20 +47,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#ifdef __SSE2__
-#  include <emmintrin.h>
-#endif
-/* TCLAMP_PORTABLE_UTF8 builds the portable UTF-8 writer only (what other
-   machines run): the tests build it that way too. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(TCLAMP_PORTABLE_UTF8)
-#  include <tmmintrin.h>
-#  define HAVE_PACKED_UTF8 1
+#include "compat.h"
+#ifndef TCLAMP_PORTABLE_UTF8
+#  include "utf8_simd.h"
 #endif
 
-#ifndef TCL_SIZE_MAX            /* Tcl 8.6: sizes are int; Tcl 9 has Tcl_Size */
-typedef int Tcl_Size;
-#  define TCL_SIZE_MAX INT_MAX
-#endif
 
 #define HANDLE_PREFIX "::py::obj"
 #define MEMO_SLOTS 8            /* remembered argument lists per command */
@@ -427,7 +418,8 @@ run_pending_deletions(void)
 /* ------------------------------------------------------------------ */
 /* Value conversion                                                     */
 
-/* Tcl 8.6 counts in int: a value past its limit is an error, never cut. */
+/* A value past the running Tcl's size limit (2 GiB in 8.6) is an error,
+   never cut. */
 static int
 check_tcl_size(Py_ssize_t n, const char *what, const char *unit)
 {
@@ -440,28 +432,38 @@ check_tcl_size(Py_ssize_t n, const char *what, const char *unit)
 }
 
 /* Tcl's own value types, known once Tcl's stubs are ready (find_tcl_types):
-   a value is read by its type where that saves parsing its text. */
+   a value is read by its type where that saves parsing its text.  Each is
+   learnt from a value Tcl makes, since Tcls register different names
+   (Tcl 9 registers no "int"). */
 static const Tcl_ObjType *string_type, *int_type, *wide_type, *bignum_type,
     *double_type, *list_type, *bytearray_type;
+
+static const Tcl_ObjType *
+type_of(Tcl_Obj *obj)
+{
+    Tcl_IncrRefCount(obj);
+    const Tcl_ObjType *type = obj->typePtr;
+    Tcl_DecrRefCount(obj);
+    return type;
+}
 
 static void
 look_up_tcl_types(void)
 {
-    string_type = Tcl_GetObjType("string");
-    int_type = Tcl_GetObjType("int");
-    wide_type = Tcl_GetObjType("wideInt");      /* only where long is 32 bits */
-    bignum_type = Tcl_GetObjType("bignum");
-    if (bignum_type == NULL) {  /* Tcl 8.6 does not register it: make one */
-        Tcl_Obj *big = Tcl_NewStringObj("0x10000000000000000", -1);
-        Tcl_WideInt unused;
-        Tcl_IncrRefCount(big);
-        Tcl_GetWideIntFromObj(NULL, big, &unused);  /* too big: parsed as a bignum */
-        bignum_type = big->typePtr;
-        Tcl_DecrRefCount(big);
-    }
-    double_type = Tcl_GetObjType("double");
-    list_type = Tcl_GetObjType("list");
-    bytearray_type = Tcl_GetObjType("bytearray");
+    const Tcl_UniChar unit = 'x';
+    Tcl_Obj *one = Tcl_NewIntObj(1);
+    Tcl_Obj *big = Tcl_NewStringObj("0x10000000000000000", -1);
+    Tcl_WideInt unused;
+    string_type = type_of(Tcl_NewUnicodeObj(&unit, 1));
+    int_type = type_of(Tcl_NewWideIntObj(1));
+    wide_type = type_of(Tcl_NewWideIntObj((Tcl_WideInt)1 << 40));  /* differs where long is 32 bits */
+    Tcl_IncrRefCount(big);
+    Tcl_GetWideIntFromObj(NULL, big, &unused);      /* too big: parsed as a bignum */
+    bignum_type = big->typePtr;
+    Tcl_DecrRefCount(big);
+    double_type = type_of(Tcl_NewDoubleObj(0.5));
+    list_type = type_of(Tcl_NewListObj(1, &one));
+    bytearray_type = type_of(Tcl_NewByteArrayObj((const unsigned char *)"x", 1));
 }
 
 static void
@@ -492,30 +494,14 @@ str_from_units(Tcl_Obj *obj)
    its own.  Shorter text goes the general way. */
 #define BLOCK_COPY_MIN 256
 
-/* Copies src to dst while no byte of a block matches (high bit set when
-   `nul` is 0, zero when it is 1); returns how many bytes it copied. */
+/* Copies src to dst while no byte matches (high bit set when `nul` is
+   0, zero when it is 1); returns how many bytes it copied. */
 static Py_ssize_t
 copy_blocks(char *dst, const char *src, Py_ssize_t n, int nul)
 {
     Py_ssize_t i = 0;
-#ifdef __SSE2__
-    const __m128i zero = _mm_setzero_si128();
-    for (; i + 64 <= n; i += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
-        __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
-        __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
-        __m128i hit = nul
-            ? _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, zero), _mm_cmpeq_epi8(b, zero)),
-                           _mm_or_si128(_mm_cmpeq_epi8(c, zero), _mm_cmpeq_epi8(d, zero)))
-            : _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d));
-        if (_mm_movemask_epi8(hit))
-            return i;
-        _mm_storeu_si128((__m128i *)(dst + i), a);
-        _mm_storeu_si128((__m128i *)(dst + i + 16), b);
-        _mm_storeu_si128((__m128i *)(dst + i + 32), c);
-        _mm_storeu_si128((__m128i *)(dst + i + 48), d);
-    }
+#if defined(__SSE2__) && !defined(TCLAMP_PORTABLE_UTF8)
+    i = copy_blocks_fast(dst, src, n, nul);
 #endif
     for (; i < n; i++) {
         unsigned char byte = (unsigned char)src[i];
@@ -608,167 +594,17 @@ tcl_from_units(PyObject *s)
     return obj;
 }
 
-/* Four characters at a time, in vector registers where the machine has
-   them (GCC's vector extensions: SSE2 on x86-64, NEON on ARM).  Signed
-   lanes, since SSE2 compares only those; characters fit either way.
-   Each character's UTF-8, the way Tcl writes it (NUL as C0 80), is worked
-   out in all lanes at once without a branch (mixed scripts defeat a
-   branch predictor), as a little-endian word of up to 3 bytes. */
-typedef int32_t Lanes __attribute__((vector_size(16)));
-typedef uint16_t Units __attribute__((vector_size(8)));
-typedef uint8_t Latin __attribute__((vector_size(4)));
 
-typedef struct {
-    Lanes word, two, three;     /* two, three: all ones where that many bytes or more */
-    Lanes surrogate;            /* all ones for a surrogate, which Tcl writes itself */
-} Utf8Lanes;
-
-static inline __attribute__((always_inline)) Utf8Lanes
-utf8_lanes(Lanes c)
-{
-    Utf8Lanes u;
-    u.two = (c > 0x7F) | (c == 0);
-    u.three = c > 0x7FF;
-    Lanes word2 = 0x80C0 | c >> 6 | (c << 8 & 0x3F00);
-    Lanes word3 = 0x8080E0 | c >> 12 | (c << 2 & 0x3F00) | (c << 16 & 0x3F0000);
-    u.word = (c & ~u.two) | (word2 & u.two & ~u.three) | (word3 & u.three);
-    u.surrogate = (c & 0xF800) == 0xD800;
-    return u;
-}
-
-static inline __attribute__((always_inline)) Lanes
-load_lanes(int kind, const void *data, Py_ssize_t i)
-{
-    if (kind == PyUnicode_1BYTE_KIND) {
-        Latin v;
-        memcpy(&v, (const Py_UCS1 *)data + i, sizeof v);
-        return __builtin_convertvector(v, Lanes);
-    }
-    Units v;
-    memcpy(&v, (const Py_UCS2 *)data + i, sizeof v);
-    return __builtin_convertvector(v, Lanes);
-}
-
-/* Stores the first `count` lanes' bytes one word at a time. */
-static inline __attribute__((always_inline)) char *
-store_words(Utf8Lanes u, int count, char *out)
-{
-    uint32_t words[4], sizes[4];
-    Lanes size = 1 - u.two - u.three;
-    memcpy(words, &u.word, sizeof words);
-    memcpy(sizes, &size, sizeof sizes);
-    for (int k = 0; k < count; k++) {
-#if PY_BIG_ENDIAN
-        words[k] = __builtin_bswap32(words[k]);     /* first byte lowest in memory */
-#endif
-        memcpy(out, &words[k], 4);
-        out += sizes[k];
-    }
-    return out;
-}
-
-#ifdef HAVE_PACKED_UTF8
-/* With SSSE3, one shuffle packs four characters' bytes together: the
-   shuffle for each mix of sizes (a bit per lane for two bytes or more,
-   one for three) is made once. */
-static uint8_t packing_shuffles[256][16], packed_sizes[256];
-static int can_pack;
-
-static void
-make_packing_shuffles(void)
-{
-    for (int mix = 0; mix < 256; mix++) {
-        int n = 0;
-        memset(packing_shuffles[mix], 0x80, 16);    /* 0x80: a zero byte */
-        for (int k = 0; k < 4; k++) {
-            int size = 1 + (mix >> k & 1) + (mix >> (k + 4) & 1);
-            for (int b = 0; b < size; b++)
-                packing_shuffles[mix][n++] = (uint8_t)(4 * k + b);
-        }
-        packed_sizes[mix] = (uint8_t)n;
-    }
-    can_pack = __builtin_cpu_supports("ssse3");
-}
-
-static __attribute__((target("ssse3"))) char *
-utf8_packed(int kind, const void *data, Py_ssize_t len, char *out, Lanes *surrogates)
-{
-    for (Py_ssize_t i = 0; i + 4 <= len; i += 4) {
-        Utf8Lanes u = utf8_lanes(load_lanes(kind, data, i));
-        *surrogates |= u.surrogate;
-        int mix = _mm_movemask_ps((__m128)u.two) | _mm_movemask_ps((__m128)u.three) << 4;
-        __m128i shuffle = _mm_loadu_si128((const __m128i *)packing_shuffles[mix]);
-        _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8((__m128i)u.word, shuffle));
-        out += packed_sizes[mix];
-    }
-    return out;
-}
-#endif
-
-/* The UTF-8 of a str of one- or two-byte characters, in Tcl's memory;
-   NULL for a str with a lone surrogate (Tcl writes those its own way;
-   they are rare, so they are looked for along the way).  The buffer has
-   room for the worst case and is cut to size at the end: a large one then
-   comes fresh from the system each time, where one of exactly the size
-   would sit on top of malloc's heap, and freeing it together with
-   Python's copy of the text can make malloc hand all of it back (a page
-   fault per 4 KiB on the next call). */
-static inline __attribute__((always_inline)) char *
-utf8_of(int kind, const void *data, Py_ssize_t len, Tcl_Size *length)
-{
-    size_t room = (size_t)len * (kind == PyUnicode_1BYTE_KIND ? 2 : 3) + 16;
-    char *bytes = Tcl_AttemptAlloc((unsigned)room), *out = bytes;
-    if (bytes == NULL)
-        return NULL;
-    Lanes surrogates = {0};
-    Py_ssize_t i = 0;
-#ifdef HAVE_PACKED_UTF8
-    if (can_pack) {
-        out = utf8_packed(kind, data, len, out, &surrogates);
-        i = len & ~(Py_ssize_t)3;
-    }
-#endif
-    for (; i + 4 <= len; i += 4) {
-        Utf8Lanes u = utf8_lanes(load_lanes(kind, data, i));
-        surrogates |= u.surrogate;
-        out = store_words(u, 4, out);
-    }
-    Lanes rest = {0};
-    for (int k = 0; i + k < len; k++)
-        rest[k] = (int32_t)PyUnicode_READ(kind, data, i + k);
-    Utf8Lanes last = utf8_lanes(rest);
-    surrogates |= last.surrogate;
-    out = store_words(last, (int)(len - i), out);
-    if (surrogates[0] | surrogates[1] | surrogates[2] | surrogates[3]) {
-        Tcl_Free(bytes);
-        return NULL;
-    }
-    *out = '\0';
-    *length = (Tcl_Size)(out - bytes);
-    char *fitted = (size_t)(out - bytes) + 64 < room
-        ? Tcl_AttemptRealloc(bytes, (unsigned)(out - bytes) + 1) : NULL;
-    return fitted ? fitted : bytes;
-}
-
-/* Gives a value that tcl_from_units made (code units only, no text yet)
-   its UTF-8 as well, so that neither `string length` nor a use of its text
-   makes Tcl convert the characters one by one.  (A str with characters
-   beyond the BMP keeps code units only.) */
+#ifdef TCLAMP_PORTABLE_UTF8
+/* Without the accelerators, Tcl writes the text when it is asked for. */
 static void
 add_utf8(Tcl_Obj *obj, PyObject *s)
 {
-    const void *data = PyUnicode_DATA(s);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
-    Tcl_Size length;
-    char *bytes = PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND
-        ? utf8_of(PyUnicode_1BYTE_KIND, data, len, &length)
-        : PyUnicode_KIND(s) == PyUnicode_2BYTE_KIND
-        ? utf8_of(PyUnicode_2BYTE_KIND, data, len, &length) : NULL;
-    if (bytes != NULL) {
-        obj->bytes = bytes;
-        obj->length = length;
-    }
+    (void)obj;
+    (void)s;
 }
+#endif
+
 
 static void discard(Tcl_Obj *obj);
 
@@ -1801,7 +1637,7 @@ static const char *const run_usages[] = {"py eval expression", "py exec code"};
 #define CACHE_MAX_CHARS 16384   /* longer scripts and sources are not kept in the dicts */
 #define CALL_STACK_ARGS 8       /* arguments converted without an allocation */
 
-static PyObject *main_name;     /* "__main__", interned (set up by PyInit__bridge) */
+static PyObject *main_name;     /* "__main__", interned (set up by the module's init) */
 static PyObject *builtins_name; /* "__builtins__", interned */
 static PyObject *builtins_module;
 static PyObject *compile_function;  /* builtins.compile */
@@ -1892,11 +1728,7 @@ keep_python_rep(Tcl_Obj *obj, PyObject *meaning, int kind)
 {
     if (obj->bytes == NULL)
         return;
-    if (obj->typePtr != NULL && obj->typePtr->freeIntRepProc != NULL)
-        obj->typePtr->freeIntRepProc(obj);
-    obj->typePtr = &python_rep;
-    obj->internalRep.twoPtrValue.ptr1 = Py_NewRef(meaning);
-    obj->internalRep.twoPtrValue.ptr2 = (void *)(intptr_t)kind;
+    store_two_ptr_rep(obj, &python_rep, Py_NewRef(meaning), (void *)(intptr_t)kind);
 }
 
 /* Keeps `value` under `key` in a dict of at most `size` entries, the oldest
@@ -2175,140 +2007,6 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
     return py_command_done(cmd, interp, value, &e);
 }
 
-/* Tcl compiles `py call f` into a direct call of ::py::call, as it does for
-   its own ensembles (string, dict): the subcommand is found once, when the
-   script is compiled, not on every call.  The flag is Tcl's own (tclInt.h),
-   which Tcl_SetEnsembleFlags honours; Tcl compiles only through an explicit
-   -map, so the ensemble gets the one its -subcommands imply.  It stays an
-   ensemble: the same errors, prefixes and configuration, and a change of
-   configuration makes Tcl compile again. */
-#define ENSEMBLE_COMPILE 0x4
-
-/* Even compiled, an ensemble's subcommand costs a list and a second
-   dispatch at run time (Tcl's invokeReplace), unless the command it maps to
-   has a compiler of its own, as Tcl's `namespace delete` has: one that
-   compiles `py call f a b` into a plain call of ::py::call with f a b.
-   py call, eval and exec borrow that compiler.  Its field is not in Tcl's
-   public API: CommandHead mirrors the start of Tcl's Command record
-   (tclInt.h), and is used only where the public Tcl_GetCommandInfoFromToken
-   confirms the fields around it.  The three commands spell out their usage
-   in their errors, so the direct call reads the same as the ensemble's. */
-typedef struct {
-    void *hash_entry, *namespace;
-    int ref_count, epoch;
-    void *compile;
-    Tcl_ObjCmdProc *proc;
-    ClientData client_data;
-} CommandHead;
-
-static CommandHead *
-command_head(Tcl_Command token)
-{
-    Tcl_CmdInfo info;
-    CommandHead *head = (CommandHead *)token;
-    if (token == NULL || !Tcl_GetCommandInfoFromToken(token, &info)
-            || head->proc != info.objProc || head->client_data != info.objClientData)
-        return NULL;
-    return head;
-}
-
-/* Tcl's CompileProc, its last two arguments (Command, CompileEnv) opaque. */
-typedef int (Compiler)(Tcl_Interp *interp, Tcl_Parse *parse, void *command, void *env);
-
-/* The compiler of Tcl's commands that take any number of words and are
-   called as they are (namespace delete and export agree on it), or NULL. */
-static Compiler *
-plain_call_compiler(Tcl_Interp *interp)
-{
-    CommandHead *a = command_head(Tcl_FindCommand(interp, "::tcl::namespace::delete", NULL,
-                                                  TCL_GLOBAL_ONLY));
-    CommandHead *b = command_head(Tcl_FindCommand(interp, "::tcl::namespace::export", NULL,
-                                                  TCL_GLOBAL_ONLY));
-    return a && b && a->compile == b->compile ? (Compiler *)a->compile : NULL;
-}
-
-/* libtcl's; set (with the GIL held) before any command is given the compiler
-   below, and the same for every interpreter. */
-static Compiler *plain_call;
-
-/* Compiles only the words whose meaning Tcl watches: a subcommand of the
-   ensemble (Tcl hands over the command with its first word moved on to
-   the subcommand), or a name from the global namespace down.  A plain
-   `call` found through a namespace's `namespace path` is left to run-time
-   lookup: Tcl would not compile again when a command of that name later
-   shadows it. */
-static int
-compile_py_command(Tcl_Interp *interp, Tcl_Parse *parse, void *command, void *env)
-{
-    const Tcl_Token *word = parse->tokenPtr;
-    int via_ensemble = word->start != parse->commandStart;
-    int absolute = word->type == TCL_TOKEN_SIMPLE_WORD && word->size > 2
-        && word->start[0] == ':' && word->start[1] == ':';
-    return via_ensemble || absolute ? plain_call(interp, parse, command, env) : TCL_ERROR;
-}
-
-static void
-compile_py_commands(Tcl_Interp *interp, Tcl_Obj *map)
-{
-    Tcl_DictSearch search;
-    Tcl_Obj *key, *target;
-    int done;
-    if (plain_call == NULL)
-        plain_call = plain_call_compiler(interp);
-    if (plain_call == NULL
-            || Tcl_DictObjFirst(NULL, map, &search, &key, &target, &done) != TCL_OK)
-        return;
-    for (; !done; Tcl_DictObjNext(&search, &key, &target, &done)) {
-        CommandHead *head = command_head(
-            Tcl_FindCommand(interp, Tcl_GetString(target), NULL, TCL_GLOBAL_ONLY));
-        if (head != NULL && (head->proc == py_call_command || head->proc == py_eval_command
-                             || head->proc == py_exec_command))
-            head->compile = (void *)compile_py_command;
-    }
-    Tcl_DictObjDone(&search);
-}
-
-static PyObject *
-Interp_compile_ensemble(InterpObject *self, PyObject *name)
-{
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
-        return NULL;
-    if (!PyUnicode_Check(name))
-        return PyErr_Format(PyExc_TypeError, "name must be str");
-    Tcl_Interp *interp = s->interp;
-    Tcl_Obj *name_obj = tcl_from_str(name);
-    if (name_obj == NULL)
-        return NULL;
-    Tcl_IncrRefCount(name_obj);
-    Tcl_Command ensemble = Tcl_FindEnsemble(interp, name_obj, TCL_LEAVE_ERR_MSG);
-    Tcl_DecrRefCount(name_obj);
-    if (ensemble == NULL)
-        return raise_tcl_error(interp, TCL_ERROR);
-    Tcl_Obj *subcommands = NULL, *map = NULL;
-    Tcl_Namespace *ns = NULL;
-    Tcl_GetEnsembleSubcommandList(NULL, ensemble, &subcommands);
-    Tcl_GetEnsembleMappingDict(NULL, ensemble, &map);
-    Tcl_GetEnsembleNamespace(NULL, ensemble, &ns);
-    if (map == NULL && subcommands != NULL && ns != NULL) {
-        Tcl_Size n;
-        Tcl_Obj **names;
-        if (Tcl_ListObjGetElements(interp, subcommands, &n, &names) != TCL_OK)
-            return raise_tcl_error(interp, TCL_ERROR);
-        map = Tcl_NewDictObj();
-        for (Tcl_Size i = 0; i < n; i++)
-            Tcl_DictObjPut(NULL, map, names[i],
-                           Tcl_ObjPrintf("%s::%s", ns->fullName, Tcl_GetString(names[i])));
-        Tcl_SetEnsembleMappingDict(interp, ensemble, map);
-    }
-    if (map != NULL)
-        compile_py_commands(interp, map);
-    int flags = 0;
-    Tcl_GetEnsembleFlags(NULL, ensemble, &flags);
-    Tcl_SetEnsembleFlags(interp, ensemble, flags | ENSEMBLE_COMPILE);
-    Py_RETURN_NONE;
-}
-
 /* ------------------------------------------------------------------ */
 /* Interp methods                                                       */
 
@@ -2415,9 +2113,11 @@ object_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
 static PyObject *
 float_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
 {
-    if (obj->typePtr == double_type && double_type != NULL)
-        return PyFloat_FromDouble(obj->internalRep.doubleValue);   /* NaN too */
     double d;
+    if (Tcl_GetDoubleFromObj(NULL, obj, &d) == TCL_OK)
+        return PyFloat_FromDouble(d);
+    if (obj->typePtr == double_type && double_type != NULL)
+        return PyFloat_FromDouble(Py_NAN);      /* the one double Tcl will not give */
     if (Tcl_GetDoubleFromObj(interp, obj, &d) != TCL_OK)
         return value_error(interp);
     return PyFloat_FromDouble(d);
@@ -2788,8 +2488,6 @@ static PyMethodDef Interp_methods[] = {
      "create_command(name, callable, planned=False): a Tcl command implemented in Python"},
     {"create_py_command", (PyCFunction)Interp_create_py_command, METH_VARARGS,
      "create_py_command(name, kind, resolve): py call, eval or exec (kind) as a Tcl command"},
-    {"compile_ensemble", (PyCFunction)Interp_compile_ensemble, METH_O,
-     "compile_ensemble(name): let Tcl compile the ensemble's subcommands into direct calls"},
     {"release", (PyCFunction)Interp_release, METH_O,
      "release(obj) -> int: delete the object handle of obj (1 if it had one)"},
     {"delete", (PyCFunction)Interp_delete, METH_NOARGS, "delete the Tcl interpreter"},
@@ -2890,6 +2588,8 @@ attach(Tcl_Interp *interp, int python_owned)
         return NULL;
     }
     Py_DECREF(r);
+    /* The one place tclamp is provided, with the version compiled in. */
+    Tcl_PkgProvideEx(interp, "tclamp", TCLAMP_VERSION, NULL);
     return self;
 }
 
@@ -2913,16 +2613,23 @@ Interp_dealloc(InterpObject *self)
 static Tcl_Interp *(*create_interp)(void);
 static int tcl_ready;           /* this copy's Tcl stubs are initialized */
 
+/* libtcl for a Python host: the one the process has loaded already (a
+   tkinter program's), else $TCLAMP_LIBTCL, else the system's by its name.
+   No path of the machine that built the bridge is used. */
 static int
 load_libtcl(void)
 {
     if (create_interp != NULL)
         return 0;
-    void *lib = dlopen(TCLAMP_LIBTCL, RTLD_NOW | RTLD_GLOBAL);
-    if (lib == NULL)
-        lib = dlopen(TCLAMP_LIBTCL_SONAME, RTLD_NOW | RTLD_GLOBAL);
+    const char *chosen = getenv("TCLAMP_LIBTCL");
+    void *lib = dlopen(TCLAMP_LIBTCL_NAME, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+    if (lib == NULL && chosen != NULL && *chosen != '\0')
+        lib = dlopen(chosen, RTLD_NOW | RTLD_GLOBAL);
+    else if (lib == NULL)
+        lib = dlopen(TCLAMP_LIBTCL_NAME, RTLD_NOW | RTLD_GLOBAL);
     if (lib == NULL) {
-        PyErr_Format(PyExc_ImportError, "cannot load the Tcl library: %s", dlerror());
+        PyErr_Format(PyExc_ImportError, "cannot load the Tcl " TCL_VERSION " library (%s): set "
+                     "TCLAMP_LIBTCL to the path of " TCLAMP_LIBTCL_NAME, dlerror());
         return -1;
     }
     void (*find_executable)(const char *) = (void (*)(const char *))dlsym(lib, "Tcl_FindExecutable");
@@ -3020,36 +2727,19 @@ static pthread_t closer;                /* the thread that closes Python */
 static int closing;                     /* ... while it runs its steps */
 static int shutdown_step(int i);
 
-/* Every Tcl_Exit of the process comes here first, from any thread: Python
-   is closed (finalized where that is safe when Tcl hosts, else atexit and
-   flushed files), then Tcl's own exit runs as if we were not there (exit
-   handlers, this thread's channels; no Tcl_Finalize, which would unload
-   libraries that other threads are still in).  A second thread that exits
-   meanwhile waits in close_python for the first to end the process. */
-static void
-tclamp_exit(ClientData status)
-{
-    if (closing && pthread_equal(closer, pthread_self())) {
-        /* exit from a __del__ while closing: what is written is flushed */
-        if (here.parked != NULL) {
-            PyEval_RestoreThread(here.parked);
-            here.parked = NULL;
-        }
-        shutdown_step(STEP_FLUSH_FILES);
-    } else {
-        close_python(python_started_here);
-    }
-    Tcl_SetExitProc(NULL);
-    Tcl_Exit((int)(intptr_t)status);
-}
-
-/* Tcl_Finalize without exit (an embedder): Python goes first. */
+/* Every end of Tcl comes here, on the thread that ends it: `exit`
+   (Tcl_Exit runs the exit handlers) or an embedder's Tcl_Finalize.  Python
+   is closed first, while Tcl can still serve what its atexit handlers ask:
+   finalized where that is safe when Tcl hosts it, else atexit runs and
+   everything written is flushed.  Tcl runs each exit handler once; a
+   second thread that ends the process meanwhile finds close_python at
+   libc's exit and waits there for the first to end it.  (Tcl 9 keeps
+   Tcl_SetExitProc for applications, so an extension has exit handlers.) */
 static void
 tcl_exit_handler(ClientData unused)
 {
+    close_python(python_started_here);
     tcl_finalizing = 1;
-    if (python_started_here)
-        close_python(1);
 }
 
 static void
@@ -3060,9 +2750,6 @@ watch_tcl_exit(void)
         return;
     done = 1;
     Tcl_CreateExitHandler(tcl_exit_handler, NULL);
-    Tcl_ExitProc *previous = Tcl_SetExitProc(tclamp_exit);
-    if (previous != NULL)       /* the application has its own: keep it */
-        Tcl_SetExitProc(previous);
 }
 
 static PyObject *
@@ -3073,15 +2760,13 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (load_libtcl() < 0)
         return NULL;
     Tcl_Interp *interp = create_interp();
-    if (Tcl_InitStubs(interp, "8.6-", 0) == NULL) {
-        PyErr_SetString(PyExc_ImportError, "Tcl 8.6 or newer is required");
+    if (Tcl_InitStubs(interp, TCLAMP_TCL_VERSIONS, 0) == NULL) {
+        PyErr_SetString(PyExc_ImportError, "the Tcl library is not Tcl " TCL_VERSION);
         return NULL;
     }
     tcl_ready = 1;
     find_tcl_types();
     watch_tcl_exit();
-    /* Child interpreters and threads load the same bridge: `load {} Tclamp`. */
-    tclStubsPtr->tcl_StaticPackage(NULL, "Tclamp", Tclamp_Init, NULL);   /* no stub macro */
     run_pending_deletions();
     if (Tcl_Init(interp) != TCL_OK) {
         raise_tcl_error(interp, TCL_ERROR);
@@ -3158,13 +2843,21 @@ static PyMethodDef bridge_methods[] = {
     {NULL}
 };
 
+/* One build per Tcl major version, each its own module: tclamp._bridge8,
+   tclamp._bridge9.  tclamp/__init__.py makes the one in use tclamp._bridge. */
+#define MODULE_INIT_(major) PyInit__bridge##major
+#define MODULE_INIT(major) MODULE_INIT_(major)
+#define BRIDGE_INIT MODULE_INIT(TCL_MAJOR_VERSION)
+#define MODULE_NAME_(major) "tclamp._bridge" #major
+#define MODULE_NAME(major) MODULE_NAME_(major)
+
 static struct PyModuleDef bridge_module = {
-    PyModuleDef_HEAD_INIT, "tclamp._bridge",
+    PyModuleDef_HEAD_INIT, MODULE_NAME(TCL_MAJOR_VERSION),
     "tclamp's Tcl<->Python bridge (see _bridge.c).", -1, bridge_methods,
 };
 
 PyMODINIT_FUNC
-PyInit__bridge(void)
+BRIDGE_INIT(void)
 {
     if (PyType_Ready(&InterpType) < 0 || PyType_Ready(&OutcomeType) < 0
             || PyType_Ready(&ThreadGuardType) < 0)
@@ -3183,7 +2876,9 @@ PyInit__bridge(void)
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
-            || PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0) {
+            || PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0
+            || PyModule_AddStringConstant(m, "VERSION", TCLAMP_VERSION) < 0
+            || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0) {
         Py_DECREF(m);
         return NULL;
     }
@@ -3256,6 +2951,7 @@ close_python(int may_finalize)
         shutdown_step(STEP_FLUSH_FILES);
     if (may_finalize && others == 0 && atomic_load(&abandoned_threads) == 0
             && !shutdown_step(STEP_OTHER_THREADS)) {
+        closing = 0;            /* finalizing runs no more of our steps */
         Py_FinalizeEx();
         return;
     }
@@ -3264,10 +2960,21 @@ close_python(int may_finalize)
     closing = 0;
 }
 
+/* libc's exit: an embedder that never ended Tcl, a second thread that
+   called exit, or Python code that called exit while Python closes (then
+   what it wrote is flushed). */
 static void
 close_python_at_process_exit(void)
 {
-    close_python(1);            /* an embedder that never ended Tcl */
+    if (closing && pthread_equal(closer, pthread_self())) {
+        if (here.parked != NULL) {
+            PyEval_RestoreThread(here.parked);
+            here.parked = NULL;
+        }
+        shutdown_step(STEP_FLUSH_FILES);
+        return;
+    }
+    close_python(1);
 }
 
 static void
@@ -3314,7 +3021,7 @@ static const char *
 own_path(void)
 {
     Dl_info info;
-    return dladdr((void *)&PyInit__bridge, &info) ? info.dli_fname : NULL;
+    return dladdr((void *)&BRIDGE_INIT, &info) ? info.dli_fname : NULL;
 }
 
 /* Our module object is this very file: make `import tclamp._bridge` find
@@ -3323,13 +3030,14 @@ own_path(void)
 static void
 adopt_this_copy(void)
 {
-    PyObject *module = PyInit__bridge();
+    PyObject *module = BRIDGE_INIT();
     PyObject *modules = PySys_GetObject("modules");
     PyObject *sys_path = PySys_GetObject("path");
     const char *path = own_path();
     if (module == NULL || modules == NULL || path == NULL
             || PyModule_AddStringConstant(module, "__file__", path) < 0
-            || PyDict_SetItemString(modules, "tclamp._bridge", module) < 0)
+            || PyDict_SetItemString(modules, "tclamp._bridge", module) < 0
+            || PyDict_SetItemString(modules, MODULE_NAME(TCL_MAJOR_VERSION), module) < 0)
         PyErr_Print();
     if (path != NULL && sys_path != NULL) {
         char *dir = strdup(path), *slash;
@@ -3366,12 +3074,6 @@ start_python(Tcl_Interp *interp)
     if (access(exe, X_OK) != 0)
         return start_error(interp, Tcl_ObjPrintf(
             "tclamp: cannot start Python: \"%s\" is not an executable file", exe));
-    /* Tcl loaded us (and so libpython) privately; extension modules such
-       as torch's need libpython's symbols in the global namespace. */
-    Dl_info info;
-    if (dladdr((void *)&Py_InitializeFromConfig, &info) && info.dli_fname)
-        dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-
     struct sigaction tcl_sigint;
     sigaction(SIGINT, NULL, &tcl_sigint);
     PyConfig config;
@@ -3436,7 +3138,7 @@ check_same_bridge(Tcl_Interp *interp)
 int
 Tclamp_Init(Tcl_Interp *interp)
 {
-    if (Tcl_InitStubs(interp, "8.6-", 0) == NULL)
+    if (Tcl_InitStubs(interp, TCLAMP_TCL_VERSIONS, 0) == NULL)
         return TCL_ERROR;
     int rc = TCL_OK;
     pthread_mutex_lock(&lifecycle_lock);

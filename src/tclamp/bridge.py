@@ -81,7 +81,6 @@ def add_py_ensemble(interp):
     # ::py::release is the bridge's own (it deletes the handle's command).
     interp.eval("namespace eval ::py {namespace ensemble create"
                 " -subcommands {call eval exec import keep release scope}}")
-    interp.compile_ensemble("::py")
 
 
 _thread_interp = threading.local()

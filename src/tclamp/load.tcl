@@ -7,19 +7,23 @@
 # A started Python cannot be swapped, and a wrong one can take the process
 # down, so the first start in a process checks that Python first.
 
-set bridge [glob -nocomplain -types f -directory $dir _bridge*[info sharedlibextension]]
-if {[llength $bridge] != 1} {
-    throw {TCLAMP NOT_BUILT} \
-        "tclamp: expected one built bridge in $dir, found [llength $bridge] (run: make setup)"
+# The binaries built for this Tcl: 8.6 and 9 speak different stubs.
+set tcl_major [expr {[package vsatisfies [package provide Tcl] 9.0-] ? 9 : 8}]
+set found {}
+foreach kind {bridge loader} {
+    set files [glob -nocomplain -types f -directory $dir _$kind$tcl_major*[info sharedlibextension]]
+    if {[llength $files] != 1} {
+        set built [lsort -unique [lmap f [glob -nocomplain -tails -directory $dir _bridge*] {
+            regsub {^_bridge(\d).*} $f {\1}
+        }]]
+        throw {TCLAMP NOT_BUILT} "tclamp: no bridge for Tcl [info patchlevel] in $dir\
+            ([expr {$built eq "" ? "none is built" : "it has Tcl [join $built {, }]"}]):\
+            build it with that Tcl's headers (make setup TCLSH=[info nameofexecutable])"
+    }
+    lappend found [lindex $files 0]
 }
-set bridge [lindex $bridge 0]
-set f [open [file join $dir VERSION]]
-set installed [string trim [read $f]]
-close $f
-if {$installed ne $version} {
-    throw {TCLAMP VERSION} "tclamp: the Tcl index declares $version but the package\
-        in $dir is $installed (run: tclamp install-tcl)"
-}
+lassign $found bridge loader
+unset found files kind
 
 if {![info exists ::tclamp::python]} {
     set lib [file dirname [file dirname [file normalize $dir]]]
@@ -42,8 +46,19 @@ if {[info exists ::env(TCLAMP_PYTHON)] && $::env(TCLAMP_PYTHON) ne ""} {
     set python ""   ;# the bridge says how to name one, if it must start Python
 }
 
-# Once any interpreter in this process loaded the bridge, Python runs.
-if {$python ne "" && [lsearch -exact -index 1 [info loaded] Tclamp] < 0} {
+load $loader Tclampload
+if {$::tclamp::version ne $version} {
+    throw {TCLAMP VERSION} "tclamp: the Tcl index declares $version but the package\
+        in $dir is $::tclamp::version (run: tclamp install-tcl)"
+}
+# Unless the process has a Python's symbols in view already (a Python host,
+# or an earlier load), the chosen Python is checked, then its libpython is
+# loaded for the bridge to use.
+if {![::tclamp::python_loaded]} {
+    if {$python eq ""} {
+        throw {TCLAMP PYTHON_START} \
+            "tclamp: no Python environment found: set TCLAMP_PYTHON to its python executable"
+    }
     if {[file isdirectory $python]} {
         throw {TCLAMP PYTHON_START} \
             "tclamp: cannot start Python: \"$python\" is a directory, not a python executable"
@@ -52,14 +67,19 @@ if {$python ne "" && [lsearch -exact -index 1 [info loaded] Tclamp] < 0} {
         throw {TCLAMP PYTHON_START} \
             "tclamp: cannot start Python: \"$python\" is not an executable file"
     }
-    # About 10 ms: the Python's version, and whether it finds torch (without
-    # importing it) on the path the bridge will give it.
-    set probe {import sys, importlib.util
+    # About 10 ms: the Python's version, whether it finds torch (without
+    # importing it) on the path the bridge will give it, and its libpython.
+    set probe {import sys, os, sysconfig, importlib.util
 if sys.path and sys.path[0] == "": del sys.path[0]
+v = lambda name: sysconfig.get_config_var(name) or ""
+name = v("INSTSONAME") or v("LDLIBRARY")
+places = [v("PYTHONFRAMEWORKPREFIX"), v("LIBDIR"), os.path.join(v("LIBDIR"), v("MULTIARCH")),
+          v("LIBPL"), os.path.join(sys.base_prefix, "lib")]
+lib = next((os.path.join(d, name) for d in places if d and os.path.isfile(os.path.join(d, name))), name)
 print("tclamp-probe", sys.implementation.cache_tag, sys.version.split()[0],
-      importlib.util.find_spec("torch") is not None)}
+      importlib.util.find_spec("torch") is not None, lib)}
     if {[catch {exec -- $python -c $probe << {} 2>@1} said]
-            || ![regexp -line {^tclamp-probe (\S+) (\S+) (True|False)$} $said -> tag found torch]} {
+            || ![regexp -line {^tclamp-probe (\S+) (\S+) (True|False) (.*)$} $said -> tag found torch libpython]} {
         set said [string range [lindex [split [string trim $said] \n] 0] 0 199]
         if {$said eq ""} {
             set said "it printed nothing"
@@ -77,9 +97,14 @@ print("tclamp-probe", sys.implementation.cache_tag, sys.version.split()[0],
     if {$torch ne "True"} {
         throw {TCLAMP PYTHON_START} "the Python at $python has no torch (install it there)"
     }
+    if {$libpython eq ""} {
+        throw {TCLAMP PYTHON_START} "tclamp: cannot start Python: the Python at $python\
+            has no shared libpython (tclamp needs a Python built with --enable-shared)"
+    }
+    ::tclamp::load_python $libpython
 }
 
+# Tclamp_Init runs once per interpreter and provides the package; after
+# `package forget` it is provided here again.
 load $bridge Tclamp
-# `load` runs Tclamp_Init once per interpreter; after `package forget`
-# the package is provided here again.
-package provide tclamp $version
+package provide tclamp [package present tclamp]

@@ -1,0 +1,98 @@
+/*
+ * compat.h -- what differs between the Tcls (8.6, 9.0) and the Pythons
+ * (3.10 to 3.14) that the bridge is built for, in one place.  _bridge.c
+ * and loader.c include it; nothing else in them asks for a version.
+ */
+#ifndef TCLAMP_COMPAT_H
+#define TCLAMP_COMPAT_H
+
+#include <limits.h>
+
+/* Tcl 8.6 counts in int; Tcl 9 in Tcl_Size (ptrdiff_t), past 2 GiB. */
+#if TCL_MAJOR_VERSION < 9
+typedef int Tcl_Size;
+#  define TCL_SIZE_MAX INT_MAX
+#endif
+
+/* What Tcl_InitStubs is asked for: either Tcl, from the one source (the
+   headers decide which stubs mechanism the binary speaks). */
+#define TCLAMP_TCL_VERSIONS "8.6-10"
+
+/* The file name of libtcl, for a Python host that loads it: the Tcl the
+   headers describe. */
+#if defined(__APPLE__)
+#  define TCLAMP_LIBTCL_NAME "libtcl" TCL_VERSION ".dylib"
+#else
+#  define TCLAMP_LIBTCL_NAME "libtcl" TCL_VERSION ".so"
+#endif
+
+/* glibc 2.34 moved dlopen and pthread_once into libc under new versions;
+   asking for the versions every glibc has keeps the wheel manylinux_2_28
+   (and older) when it is built on a newer glibc. */
+#if defined(__GLIBC__) && (defined(__x86_64__) || defined(__aarch64__))
+#  if defined(__x86_64__)
+#    define TCLAMP_OLD_GLIBC "GLIBC_2.2.5"
+#  else
+#    define TCLAMP_OLD_GLIBC "GLIBC_2.17"
+#  endif
+__asm__(".symver dlopen,dlopen@" TCLAMP_OLD_GLIBC);
+__asm__(".symver dlsym,dlsym@" TCLAMP_OLD_GLIBC);
+__asm__(".symver dladdr,dladdr@" TCLAMP_OLD_GLIBC);
+__asm__(".symver dlerror,dlerror@" TCLAMP_OLD_GLIBC);
+__asm__(".symver pthread_once,pthread_once@" TCLAMP_OLD_GLIBC);
+#endif
+
+/* Sets a value's internal representation to two pointers of `type`, after
+   freeing the one it had.  Tcl 9 does this itself (Tcl_StoreInternalRep);
+   Tcl 8.6 documents the fields an object type sets (Tcl_ObjType(3)). */
+static inline void
+store_two_ptr_rep(Tcl_Obj *obj, const Tcl_ObjType *type, void *ptr1, void *ptr2)
+{
+#if TCL_MAJOR_VERSION >= 9
+    Tcl_ObjInternalRep rep;
+    rep.twoPtrValue.ptr1 = ptr1;
+    rep.twoPtrValue.ptr2 = ptr2;
+    Tcl_StoreInternalRep(obj, type, &rep);
+#else
+    if (obj->typePtr != NULL && obj->typePtr->freeIntRepProc != NULL)
+        obj->typePtr->freeIntRepProc(obj);
+    obj->typePtr = type;
+    obj->internalRep.twoPtrValue.ptr1 = ptr1;
+    obj->internalRep.twoPtrValue.ptr2 = ptr2;
+#endif
+}
+
+/* Room for up to `room` bytes of text in a value that has none yet (its
+   internal representation stays); NULL when memory is short.  text_done
+   then cuts the text to the `length` bytes written.  Tcl 9 has this as
+   Tcl_InitStringRep; in Tcl 8.6 it is the `bytes`/`length` protocol that
+   Tcl_Obj(3) documents for an object type's string procedure. */
+static inline char *
+text_room(Tcl_Obj *obj, size_t room)
+{
+#if TCL_MAJOR_VERSION >= 9
+    return Tcl_InitStringRep(obj, NULL, (Tcl_Size)room);
+#else
+    char *bytes = Tcl_AttemptAlloc((unsigned)room + 1);
+    if (bytes != NULL) {
+        bytes[0] = '\0';
+        obj->bytes = bytes;
+        obj->length = 0;
+    }
+    return bytes;
+#endif
+}
+
+static inline void
+text_done(Tcl_Obj *obj, Tcl_Size length)
+{
+#if TCL_MAJOR_VERSION >= 9
+    Tcl_InitStringRep(obj, NULL, length);
+#else
+    obj->bytes = Tcl_Realloc(obj->bytes, (unsigned)length + 1);
+    obj->bytes[length] = '\0';
+    obj->length = length;
+#endif
+}
+
+#endif

@@ -1,0 +1,198 @@
+/*
+ * utf8_simd.h -- the bridge's accelerators for text (included by _bridge.c
+ * unless it is built with TCLAMP_PORTABLE_UTF8, which the tests do too):
+ * long ASCII copied 64 bytes at a time, and the UTF-8 of a str written
+ * four characters at a time, so that Tcl has both a str's code units and
+ * its text without converting one character at a time.  Without this file
+ * the bridge is complete: Tcl writes a value's UTF-8 when it is needed.
+ */
+#ifdef __SSE2__
+#  include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#  include <tmmintrin.h>
+#  define HAVE_PACKED_UTF8 1
+#endif
+
+#ifdef __SSE2__
+/* The 64-byte blocks at the start of src that copy_blocks may copy,
+   checked 64 bytes at a time; returns how many bytes it copied. */
+static Py_ssize_t
+copy_blocks_fast(char *dst, const char *src, Py_ssize_t n, int nul)
+{
+    Py_ssize_t i = 0;
+    const __m128i zero = _mm_setzero_si128();
+    for (; i + 64 <= n; i += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(src + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(src + i + 48));
+        __m128i hit = nul
+            ? _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, zero), _mm_cmpeq_epi8(b, zero)),
+                           _mm_or_si128(_mm_cmpeq_epi8(c, zero), _mm_cmpeq_epi8(d, zero)))
+            : _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d));
+        if (_mm_movemask_epi8(hit))
+            return i;
+        _mm_storeu_si128((__m128i *)(dst + i), a);
+        _mm_storeu_si128((__m128i *)(dst + i + 16), b);
+        _mm_storeu_si128((__m128i *)(dst + i + 32), c);
+        _mm_storeu_si128((__m128i *)(dst + i + 48), d);
+    }
+    return i;
+}
+#endif
+
+/* Four characters at a time, in vector registers where the machine has
+   them (GCC's vector extensions: SSE2 on x86-64, NEON on ARM).  Signed
+   lanes, since SSE2 compares only those; characters fit either way.
+   Each character's UTF-8, the way Tcl writes it (NUL as C0 80), is worked
+   out in all lanes at once without a branch (mixed scripts defeat a
+   branch predictor), as a little-endian word of up to 3 bytes. */
+typedef int32_t Lanes __attribute__((vector_size(16)));
+typedef uint16_t Units __attribute__((vector_size(8)));
+typedef uint8_t Latin __attribute__((vector_size(4)));
+
+typedef struct {
+    Lanes word, two, three;     /* two, three: all ones where that many bytes or more */
+    Lanes surrogate;            /* all ones for a surrogate, which Tcl writes itself */
+} Utf8Lanes;
+
+static inline __attribute__((always_inline)) Utf8Lanes
+utf8_lanes(Lanes c)
+{
+    Utf8Lanes u;
+    u.two = (c > 0x7F) | (c == 0);
+    u.three = c > 0x7FF;
+    Lanes word2 = 0x80C0 | c >> 6 | (c << 8 & 0x3F00);
+    Lanes word3 = 0x8080E0 | c >> 12 | (c << 2 & 0x3F00) | (c << 16 & 0x3F0000);
+    u.word = (c & ~u.two) | (word2 & u.two & ~u.three) | (word3 & u.three);
+    u.surrogate = (c & 0xF800) == 0xD800;
+    return u;
+}
+
+static inline __attribute__((always_inline)) Lanes
+load_lanes(int kind, const void *data, Py_ssize_t i)
+{
+    if (kind == PyUnicode_1BYTE_KIND) {
+        Latin v;
+        memcpy(&v, (const Py_UCS1 *)data + i, sizeof v);
+        return __builtin_convertvector(v, Lanes);
+    }
+    Units v;
+    memcpy(&v, (const Py_UCS2 *)data + i, sizeof v);
+    return __builtin_convertvector(v, Lanes);
+}
+
+/* Stores the first `count` lanes' bytes one word at a time. */
+static inline __attribute__((always_inline)) char *
+store_words(Utf8Lanes u, int count, char *out)
+{
+    uint32_t words[4], sizes[4];
+    Lanes size = 1 - u.two - u.three;
+    memcpy(words, &u.word, sizeof words);
+    memcpy(sizes, &size, sizeof sizes);
+    for (int k = 0; k < count; k++) {
+#if PY_BIG_ENDIAN
+        words[k] = __builtin_bswap32(words[k]);     /* first byte lowest in memory */
+#endif
+        memcpy(out, &words[k], 4);
+        out += sizes[k];
+    }
+    return out;
+}
+
+#ifdef HAVE_PACKED_UTF8
+/* With SSSE3, one shuffle packs four characters' bytes together: the
+   shuffle for each mix of sizes (a bit per lane for two bytes or more,
+   one for three) is made once. */
+static uint8_t packing_shuffles[256][16], packed_sizes[256];
+static int can_pack;
+
+static void
+make_packing_shuffles(void)
+{
+    for (int mix = 0; mix < 256; mix++) {
+        int n = 0;
+        memset(packing_shuffles[mix], 0x80, 16);    /* 0x80: a zero byte */
+        for (int k = 0; k < 4; k++) {
+            int size = 1 + (mix >> k & 1) + (mix >> (k + 4) & 1);
+            for (int b = 0; b < size; b++)
+                packing_shuffles[mix][n++] = (uint8_t)(4 * k + b);
+        }
+        packed_sizes[mix] = (uint8_t)n;
+    }
+    can_pack = __builtin_cpu_supports("ssse3");
+}
+
+static __attribute__((target("ssse3"))) char *
+utf8_packed(int kind, const void *data, Py_ssize_t len, char *out, Lanes *surrogates)
+{
+    for (Py_ssize_t i = 0; i + 4 <= len; i += 4) {
+        Utf8Lanes u = utf8_lanes(load_lanes(kind, data, i));
+        *surrogates |= u.surrogate;
+        int mix = _mm_movemask_ps((__m128)u.two) | _mm_movemask_ps((__m128)u.three) << 4;
+        __m128i shuffle = _mm_loadu_si128((const __m128i *)packing_shuffles[mix]);
+        _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8((__m128i)u.word, shuffle));
+        out += packed_sizes[mix];
+    }
+    return out;
+}
+#endif
+
+/* Writes the UTF-8 of a str of one- or two-byte characters to `out`
+   (room for the worst case); returns its end, or NULL for a str with a
+   lone surrogate (Tcl writes those its own way; they are rare, so they
+   are looked for along the way). */
+static inline __attribute__((always_inline)) char *
+utf8_of(int kind, const void *data, Py_ssize_t len, char *out)
+{
+    Lanes surrogates = {0};
+    Py_ssize_t i = 0;
+#ifdef HAVE_PACKED_UTF8
+    if (can_pack) {
+        out = utf8_packed(kind, data, len, out, &surrogates);
+        i = len & ~(Py_ssize_t)3;
+    }
+#endif
+    for (; i + 4 <= len; i += 4) {
+        Utf8Lanes u = utf8_lanes(load_lanes(kind, data, i));
+        surrogates |= u.surrogate;
+        out = store_words(u, 4, out);
+    }
+    Lanes rest = {0};
+    for (int k = 0; i + k < len; k++)
+        rest[k] = (int32_t)PyUnicode_READ(kind, data, i + k);
+    Utf8Lanes last = utf8_lanes(rest);
+    surrogates |= last.surrogate;
+    out = store_words(last, (int)(len - i), out);
+    return surrogates[0] | surrogates[1] | surrogates[2] | surrogates[3] ? NULL : out;
+}
+
+/* Gives a value that tcl_from_units made (code units only, no text yet)
+   its UTF-8 as well, so that neither `string length` nor a use of its text
+   makes Tcl convert the characters one by one.  (A str with characters
+   beyond the BMP keeps code units only.)  The text gets room for the worst
+   case and is cut to size at the end: a large one then comes fresh from
+   the system each time, where one of exactly the size would sit on top of
+   malloc's heap, and freeing it together with Python's copy of the text
+   can make malloc hand all of it back (a page fault per 4 KiB on the next
+   call). */
+static void
+add_utf8(Tcl_Obj *obj, PyObject *s)
+{
+    int kind = PyUnicode_KIND(s);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    if (kind != PyUnicode_1BYTE_KIND && kind != PyUnicode_2BYTE_KIND)
+        return;
+    char *text = text_room(obj, (size_t)len * (kind == PyUnicode_1BYTE_KIND ? 2 : 3) + 16);
+    if (text == NULL)
+        return;
+    char *end = kind == PyUnicode_1BYTE_KIND
+        ? utf8_of(PyUnicode_1BYTE_KIND, PyUnicode_DATA(s), len, text)
+        : utf8_of(PyUnicode_2BYTE_KIND, PyUnicode_DATA(s), len, text);
+    if (end == NULL)
+        Tcl_InvalidateStringRep(obj);
+    else
+        text_done(obj, (Tcl_Size)(end - text));
+}
+
