@@ -8,6 +8,16 @@ PYTEST_ARGS ?=
 SETUP_STAMP := $(VENV)/.tclamp-setup
 BUILT_STAMP := $(VENV)/.tclamp-built
 TORCH_RECORD := $(VENV)/.tclamp-torch
+# The Tcl the bridge is built for: TCLSH, its version (from its name when it
+# is not installed yet), its wish, and its tclConfig.sh, which is found when
+# a recipe runs (system-packages may have just installed it).
+TCL_VERSION := $(or $(shell echo 'puts $$tcl_version' | $(TCLSH) 2>/dev/null),\
+                    $(filter 8.6 9.0,$(patsubst tclsh%,%,$(notdir $(TCLSH)))),8.6)
+WISH ?= $(shell echo '$(TCLSH)' | sed 's,tclsh\([^/]*\)$$,wish\1,')
+TCL_CONFIG = $(shell $(TCLSH) tools/tcl-config.tcl 2>/dev/null)
+# The choice (its tclConfig.sh), recorded for what builds or tests without
+# make: setup.py (a later `pip install .`) and tests/conftest.py read it.
+TCL_RECORD := $(VENV)/.tclamp-tcl-config
 # The checkout's tcl/pkgIndex.tcl starts Python from the one named here.
 PYTHON_RECORD := tcl/python-path
 PREFIX ?= /usr/local
@@ -16,22 +26,25 @@ INSTALL_VENV ?= $(PREFIX)/lib/tclamp-python
 
 export TCLLIBPATH := $(CURDIR)/tcl
 
-.PHONY: setup system-packages check-thread demo test soak bench wheels install-tcl uninstall-tcl \
-        clean FORCE
+.PHONY: setup system-packages check-thread demo test soak bench wheels install-tcl \
+        uninstall-tcl matrix clean FORCE
 
 # The system check runs every time (it is quick), so a machine that lost a
 # package gets it back even when the Python environment is up to date.
-setup: system-packages $(SETUP_STAMP) $(BUILT_STAMP) $(PYTHON_RECORD) tcl/pkgIndex.tcl
+setup: system-packages $(SETUP_STAMP) $(TCL_RECORD) $(BUILT_STAMP) $(PYTHON_RECORD) \
+       tcl/pkgIndex.tcl
 
 # Tcl's headers, tclsh, the Thread package, and wish with a virtual X
-# server (a test host) come from Debian.  Each check exits non-zero when its
-# thing is missing: `tclsh` reading a pipe exits 0 even after an error, so
-# the Tcl checks say `exit [catch ...]`.
+# server (a test host) come from Debian, in the packages of TCLSH's version
+# (Debian 12 has 8.6's, Debian 13 also 9.0's).  Each check exits non-zero
+# when its thing is missing: `tclsh` reading a pipe exits 0 even after an
+# error, so the Tcl checks say `exit [catch ...]`.
 tcl_has = echo 'exit [catch {package require $(1)}]' | $(2) >/dev/null 2>&1
+THREAD_DEB = $(if $(filter 8.6,$(TCL_VERSION)),tcl-thread,tcl$(TCL_VERSION)-thread)
 MISSING_DEBS = $(strip \
-    $(if $(wildcard /usr/lib/tcl8.6/tclConfig.sh),,tcl8.6 tcl8.6-dev) \
-    $(shell $(call tcl_has,Thread,$(TCLSH)) || echo tcl-thread) \
-    $(shell command -v wish >/dev/null || echo tk8.6) \
+    $(if $(TCL_CONFIG),,tcl$(TCL_VERSION) tcl$(TCL_VERSION)-dev) \
+    $(shell $(call tcl_has,Thread,$(TCLSH)) || echo $(THREAD_DEB)) \
+    $(shell command -v $(WISH) >/dev/null || echo tk$(TCL_VERSION)) \
     $(shell command -v Xvfb >/dev/null || echo xvfb))
 
 system-packages:
@@ -60,10 +73,20 @@ $(SETUP_STAMP): pyproject.toml setup.py
 	echo '$(TORCH_SPEC)' > $(TORCH_RECORD)
 	touch $@
 
-# The bridge is rebuilt whenever its C source changes.
-$(BUILT_STAMP): $(SETUP_STAMP) $(wildcard src/tclamp/*.c src/tclamp/*.h) src/tclamp/VERSION setup.py pyproject.toml
-	@echo "== building the bridge, installing tclamp into $(VENV) (editable)"
-	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e .
+# Another Tcl than the one recorded makes the bridge build again.
+ifneq ($(shell cat $(TCL_RECORD) 2>/dev/null),$(TCL_CONFIG))
+$(TCL_RECORD): FORCE
+endif
+$(TCL_RECORD): $(SETUP_STAMP)
+	@test -n '$(TCL_CONFIG)' || $(TCLSH) tools/tcl-config.tcl
+	echo '$(TCL_CONFIG)' > $@
+
+# The bridge is rebuilt whenever its C source or the Tcl changes.
+$(BUILT_STAMP): $(SETUP_STAMP) $(TCL_RECORD) $(wildcard src/tclamp/*.c src/tclamp/*.h) src/tclamp/VERSION \
+                setup.py pyproject.toml
+	@echo "== building the bridge for Tcl $(TCL_VERSION), installing tclamp into $(VENV) (editable)"
+	TCL_CONFIG='$(TCL_CONFIG)' $(PY) -m pip install -q --disable-pip-version-check \
+	    --no-build-isolation --no-deps -e .
 	touch $@
 
 ifneq ($(shell cat $(PYTHON_RECORD) 2>/dev/null),$(abspath $(PY)))
@@ -80,10 +103,17 @@ demo: setup
 	$(TCLSH) examples/train_amp.tcl
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	TCLSH='$(TCLSH)' WISH='$(WISH)' TCL_CONFIG='$(TCL_CONFIG)' $(PY) -m pytest $(PYTEST_ARGS)
 
 soak: setup
-	TCLAMP_SOAK_SECONDS=600 $(PY) -m pytest -m soak $(PYTEST_ARGS)
+	TCLSH='$(TCLSH)' TCLAMP_SOAK_SECONDS=600 $(PY) -m pytest -m soak $(PYTEST_ARGS)
+
+# The suite on the other stacks this project supports (tools/matrix.sh says
+# which, and what each runs): other Pythons, the oldest torch, and Tcl 9.0
+# in a Debian 13 root.  MATRIX_STACKS picks some; root only (debootstrap).
+MATRIX_STACKS ?=
+matrix:
+	tools/matrix.sh $(MATRIX_STACKS)
 
 bench: setup
 	$(PY) bench/run.py
@@ -107,7 +137,8 @@ install-tcl: system-packages
 	    { $(PYTHON) -m venv $(INSTALL_VENV) && touch $(INSTALL_VENV)/.made-by-tclamp; }
 	@echo "== $(TORCH_SPEC), numpy and tclamp into $(INSTALL_VENV)"
 	$(INSTALL_VENV)/bin/python -m pip install --disable-pip-version-check "setuptools>=68" wheel "$(TORCH_SPEC)" numpy
-	$(INSTALL_VENV)/bin/python -m pip install --disable-pip-version-check --no-build-isolation --no-deps .
+	TCL_CONFIG='$(TCL_CONFIG)' $(INSTALL_VENV)/bin/python -m pip install --disable-pip-version-check \
+	    --no-build-isolation --no-deps .
 	$(INSTALL_VENV)/bin/tclamp install-tcl $(TCL_PKG_DIR)
 
 # Removes the index, and the environment if install-tcl made it (else

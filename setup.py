@@ -29,17 +29,18 @@ SETTINGS = ["TCL_VERSION", "TCL_INCLUDE_SPEC", "TCL_STUB_LIB_SPEC"]
 USUAL_PLACES = ["/usr/lib/tcl8.6/tclConfig.sh", "/usr/lib/tcl9.0/tclConfig.sh",
                 "/usr/local/lib/tclConfig.sh", "/usr/local/lib/tcl9.0/tclConfig.sh",
                 "/opt/homebrew/lib/tclConfig.sh", "/usr/local/opt/tcl-tk/lib/tclConfig.sh"]
-# What `make setup` recorded in the environment: TCLSH=... and TCL_CONFIG=...
-# (pip's isolated build runs in a Python of its own: VIRTUAL_ENV names the user's.)
-RECORDS = [Path(p) / ".tclamp-tcl" for p in (sys.prefix, os.environ.get("VIRTUAL_ENV")) if p]
+# What `make setup TCLSH=...` recorded in the environment: that Tcl's
+# tclConfig.sh.  (pip's isolated build runs in a Python of its own:
+# VIRTUAL_ENV names the user's.)
+RECORDS = [Path(p) / ".tclamp-tcl-config"
+           for p in (sys.prefix, os.environ.get("VIRTUAL_ENV")) if p]
 
 
 def chosen_configs():
     listed = os.environ.get("TCLAMP_TCL_CONFIG") or os.environ.get("TCL_CONFIG")
     for record in RECORDS:
         if not listed and record.is_file():
-            listed = next((line[len("TCL_CONFIG="):] for line in record.read_text().splitlines()
-                           if line.startswith("TCL_CONFIG=")), "")
+            listed = record.read_text().strip()
     if listed:
         return [p for p in listed.split(os.pathsep) if p]
     return [p for p in USUAL_PLACES if Path(p).is_file()]

@@ -1,5 +1,6 @@
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,67 @@ for name in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES"):
     os.environ.pop(name, None)
 
 
+def recorded_tcl_config():
+    """The tclConfig.sh of the Tcl that `make setup` built this environment's
+    bridge for (setup.py reads the same record), or None."""
+    try:
+        return (Path(sys.prefix) / ".tclamp-tcl-config").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def tclsh_of(config):
+    """The tclsh that a tclConfig.sh describes."""
+    r = subprocess.run(["sh", "-c", '. "$0" && echo "$TCL_EXEC_PREFIX/bin/tclsh$TCL_VERSION"', config],
+                       capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 and os.access(r.stdout.strip(), os.X_OK) else None
+
+
+# The Tcl under test: $TCLSH (make passes it), else the one the bridge was
+# built for, else tclsh.  Its tclConfig.sh goes to every build the tests run
+# (setup.py reads TCL_CONFIG), so that none falls back to another Tcl.
+if "TCLSH" not in os.environ and recorded_tcl_config():
+    os.environ["TCL_CONFIG"] = recorded_tcl_config()
+    os.environ["TCLSH"] = tclsh_of(recorded_tcl_config()) or "tclsh"
+TCLSH = os.environ.setdefault("TCLSH", "tclsh")
+# Its wish: the same name with wish for tclsh (tclsh9.0 -> wish9.0).
+WISH = os.environ.get("WISH") or str(Path(TCLSH).with_name(Path(TCLSH).name.replace("tclsh", "wish")))
+if "TCL_CONFIG" not in os.environ:
+    found = subprocess.run([TCLSH, str(ROOT / "tools" / "tcl-config.tcl")],
+                           capture_output=True, text=True)
+    if found.returncode == 0:
+        os.environ["TCL_CONFIG"] = found.stdout.strip()
+TCL_VERSION = tuple(int(part) for part in subprocess.run(
+    [TCLSH], input="puts [info tclversion]\n", capture_output=True, text=True,
+    check=True).stdout.split("."))
+TCL9 = TCL_VERSION >= (9, 0)
+
+
+def tkinter_tcl_version():
+    """The Tcl version this Python's tkinter was built with, or None without
+    tkinter (asked in a child, so that pytest's process loads no libtcl)."""
+    r = subprocess.run([sys.executable, "-c", "import _tkinter; print(_tkinter.TCL_VERSION)"],
+                       capture_output=True, text=True)
+    return tuple(int(part) for part in r.stdout.split(".")) if r.returncode == 0 else None
+
+
+TKINTER_TCL = tkinter_tcl_version()
+# A bridge binary is built for one Tcl major version: a tkinter host whose
+# Tcl is another one cannot load it ("incompatible stubs mechanism").
+needs_tkinters_tcl = pytest.mark.skipif(
+    TKINTER_TCL != TCL_VERSION,
+    reason=(f"this Python's tkinter has Tcl {'.'.join(map(str, TKINTER_TCL))}, the Tcl under test "
+            f"is {'.'.join(map(str, TCL_VERSION))}" if TKINTER_TCL else "this Python has no tkinter"))
+
+
+def tcl_length(text):
+    """`string length` of text in the Tcl under test: UTF-16 code units in
+    Tcl 8.6 (a character beyond the BMP is two), characters in Tcl 9 (where
+    two adjacent surrogates that make a pair are one character)."""
+    units = text.encode("utf-16-le", "surrogatepass")
+    return len(units) // 2 if not TCL9 else len(units.decode("utf-16-le", "surrogatepass"))
+
+
 def tcl_env(**extra):
     """The environment a user's tclsh would have: tclamp on TCLLIBPATH and
     no TCLAMP_PYTHON unless given."""
@@ -22,7 +84,7 @@ def tcl_env(**extra):
 
 
 def run_tclsh(script, cwd, timeout=300, **env):
-    return subprocess.run(["tclsh"], input=script, capture_output=True, text=True,
+    return subprocess.run([TCLSH], input=script, capture_output=True, text=True,
                           cwd=cwd, env=tcl_env(**env), timeout=timeout)
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, tcl_env
+from conftest import ROOT, TCLSH, tcl_env
 
 EXAMPLE = ROOT / "examples" / "train_ddp.tcl"
 TORCHRUN = Path(sys.executable).parent / "torchrun"
@@ -18,7 +18,7 @@ PARAMETERS = 16 * 32 + 32 + 32 + 1
 def torchrun(*args, cwd):
     # --standalone: a free port, so nothing else on the machine can clash.
     return subprocess.run([str(TORCHRUN), "--standalone", "--no-python", "--nproc-per-node", "2",
-                           "tclsh", *map(str, args)],
+                           TCLSH, *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, env=tcl_env(), timeout=300)
 
 
@@ -63,7 +63,7 @@ def test_an_error_on_one_rank_fails_the_run(tmp_path):
 
 
 def test_unknown_option(tmp_path):
-    r = subprocess.run(["tclsh", str(EXAMPLE), "-epoch", "3"], capture_output=True, text=True,
+    r = subprocess.run([TCLSH, str(EXAMPLE), "-epoch", "3"], capture_output=True, text=True,
                        cwd=tmp_path, env=tcl_env(), timeout=300)
     assert r.returncode == 1
     assert r.stderr.startswith('unknown option "-epoch": use -epochs, -dtype or -dump\n')

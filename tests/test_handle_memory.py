@@ -1,5 +1,5 @@
-"""Handles must not pile up (issue 11): 10^5 turns of each pattern the issue
-measured, with the resident memory and the handle count read inside the
+"""Handles must not pile up: 10^5 turns of each pattern in which they
+once did, with the resident memory and the handle count read inside the
 process that runs them.
 
 Memory is flat when, after a warm-up, the rest of the turns add less than
@@ -16,7 +16,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import tcl_env
+from conftest import TCLSH, tcl_env
 
 TURNS = 100_000
 WARM_UP = 10_000
@@ -41,7 +41,7 @@ proc report {label} { puts "$label [py call rss_kb] [dict get [tclamp::info] han
 def run(script, tmp_path):
     """{label: (rss_kb, handles)} from the script's `report` lines."""
     # A busy machine can make 10^5 training steps take minutes.
-    r = subprocess.run(["tclsh"], input=PRELUDE + textwrap.dedent(script), capture_output=True,
+    r = subprocess.run([TCLSH], input=PRELUDE + textwrap.dedent(script), capture_output=True,
                        text=True, cwd=tmp_path, env=tcl_env(), timeout=900)
     assert r.returncode == 0 and r.stderr == "", r.stdout + r.stderr
     return {m[1]: (int(m[2]), int(m[3]))

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, tcl_env
+from conftest import ROOT, TCLSH, WISH, needs_tkinters_tcl, tcl_env
 
 HOSTS_DIR = ROOT / "tests" / "hosts"
 
@@ -82,6 +82,13 @@ def for_host(host, code):
                   r"package require Thread; thread::create {exit \1}; vwait ::forever", code)
 
 
+def compile_with_tcl(program, source):
+    """A C program that embeds the Tcl under test, compiled with the
+    settings of its tclConfig.sh (TCL_CONFIG)."""
+    subprocess.run(["sh", "-c", '. "$TCL_CONFIG" && exec cc -o "$0" "$1" $TCL_INCLUDE_SPEC $TCL_LIB_SPEC',
+                    str(program), str(source)], check=True)
+
+
 def write_host(host, tmp_path, code, ending):
     """The files and the command line that run the user's `code` and then
     its `ending` in `host`."""
@@ -91,14 +98,13 @@ def write_host(host, tmp_path, code, ending):
     if host in ("tclsh", "embed"):
         main_tcl.write_text(f"source {{{payload}}}\n")
         if host == "tclsh":
-            return ["tclsh", str(main_tcl)]
+            return [TCLSH, str(main_tcl)]
         program = tmp_path / "embed"
-        subprocess.run(["cc", "-o", str(program), str(HOSTS_DIR / "embed.c"),
-                        "-I/usr/include/tcl8.6", "-ltcl8.6"], check=True)
+        compile_with_tcl(program, HOSTS_DIR / "embed.c")
         return [str(program), str(main_tcl)]
     if host == "wish":
         main_tcl.write_text(f"wm withdraw .\nsource {{{payload}}}\ndestroy .\n")
-        return ["xvfb-run", "-a", "wish", str(main_tcl)]
+        return ["xvfb-run", "-a", WISH, str(main_tcl)]
     if host == "worker":
         # The main thread never loads tclamp.
         main_tcl.write_text(
@@ -107,7 +113,7 @@ def write_host(host, tmp_path, code, ending):
             "thread::send $t [list set auto_path $auto_path]\n"
             f"thread::send -async $t {{source {{{payload}}}}} ::done\n"
             "vwait ::done\nthread::release $t\nthread::join $t\n")
-        return ["tclsh", str(main_tcl)]
+        return [TCLSH, str(main_tcl)]
     if host == "tpool":
         # Three workers load tclamp at the same moment; one runs the code.
         # The ending runs in the main thread while they live: `exit` in a
@@ -121,7 +127,7 @@ def write_host(host, tmp_path, code, ending):
             "tpool::get $pool $job\n"
             f"package require tclamp\n{ending}\n"
             "tpool::release $pool\n")
-        return ["tclsh", str(main_tcl)]
+        return [TCLSH, str(main_tcl)]
     main_py = tmp_path / "main.py"
     if host == "interp":
         main_py.write_text("import tclamp\n"
@@ -134,7 +140,8 @@ def write_host(host, tmp_path, code, ending):
     return [sys.executable, str(main_py)]
 
 
-HOSTS = ["tclsh", "worker", "tpool", "interp", "tkinter", "embed", "wish"]
+HOSTS = ["tclsh", "worker", "tpool", "interp", pytest.param("tkinter", marks=needs_tkinters_tcl),
+         "embed", "wish"]
 
 
 @pytest.mark.parametrize("ending", list(ENDINGS))
@@ -142,7 +149,7 @@ HOSTS = ["tclsh", "worker", "tpool", "interp", "tkinter", "embed", "wish"]
 def test_host_and_ending(host, ending, tmp_path):
     if host == "wish":
         # The set-up installs Xvfb and wish: their absence is a failure.
-        assert shutil.which("xvfb-run") and shutil.which("wish"), "make setup installs xvfb and tk"
+        assert shutil.which("xvfb-run") and shutil.which(WISH), "make setup installs xvfb and tk"
     file_a, file_b = tmp_path / "a.txt", tmp_path / "b.txt"
     code, expected_rc = ENDINGS[ending]
     code = for_host(host, code)

@@ -10,10 +10,13 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, run_tclsh
+from conftest import ROOT, TCLSH, run_tclsh
 from tclamp import cli
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
+# This run's torch as an index serves it: without a local label such as
+# +cu130 or +cpu, which no index has (pip then takes the build it finds).
+TORCH_RELEASE = torch.__version__.split("+")[0]
 
 # Everything tclsh loaded, and every place Python looks: all must be in
 # the environment tclamp was installed into.
@@ -38,7 +41,7 @@ def users_env(**settings):
 
 
 def users_tclsh(script, cwd, **settings):
-    return subprocess.run(["tclsh"], input=script, capture_output=True, text=True, cwd=cwd,
+    return subprocess.run([TCLSH], input=script, capture_output=True, text=True, cwd=cwd,
                           env=users_env(**settings), timeout=300)
 
 
@@ -52,8 +55,8 @@ def pip(python, *args):
 def torch_env(tmp_path_factory):
     """A fresh environment outside the checkout with this run's torch."""
     venv = tmp_path_factory.mktemp("users") / "venv"
-    subprocess.run([sys._base_executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    pip(venv / "bin" / "python", "install", f"torch=={torch.__version__}", "numpy",
+    subprocess.run([os.path.join(sys.base_prefix, "bin", "python3"), "-m", "venv", str(venv)], check=True, timeout=300)
+    pip(venv / "bin" / "python", "install", f"torch=={TORCH_RELEASE}", "numpy",
         "setuptools>=68", "wheel")
     return venv
 
@@ -128,7 +131,7 @@ def test_make_install_tcl_and_uninstall_tcl(torch_env, tmp_path):
     source = copy_of_checkout(tmp_path / "tclamp-src")
     target = tmp_path / "lib" / "tcltk" / "tclamp"
     make = ["make", "-s", f"INSTALL_VENV={torch_env}", f"TCL_PKG_DIR={target}",
-            f"TORCH_SPEC=torch=={torch.__version__}"]
+            f"TORCH_SPEC=torch=={TORCH_RELEASE}"]
     pip(torch_env / "bin" / "python", "uninstall", "-y", "tclamp")   # make installs it
     subprocess.run([*make, "install-tcl"], cwd=source, check=True, capture_output=True,
                    timeout=900, env=users_env())

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from conftest import ROOT, tcl_env
+from conftest import ROOT, TCLSH, tcl_env
 
 CASES = ROOT / "tests" / "plugin_cases"
 SHAPES_IDS = ["plain-1.1", "with space", "twice", "twice[2]", "setup-fails", "cleanup-fails",
@@ -54,7 +54,7 @@ def junit_cases(path):
 def tclsh_cases(directory, name, env=None):
     """(pytest name, outcome) for each case `tclsh NAME` reports, and the run:
     the Nth case of a repeated name becomes name[N], as the plugin names it."""
-    r = subprocess.run(["tclsh", name, "-verbose", "pass skip"], cwd=directory,
+    r = subprocess.run([TCLSH, name, "-verbose", "pass skip"], cwd=directory,
                        capture_output=True, text=True, timeout=300, env=env)
     cases, seen, in_failure = [], {}, False
     for line in r.stdout.splitlines():
@@ -351,7 +351,7 @@ def test_tclsh_variable_names_the_tclsh(tmp_path):
 
 def run_all_tcl(test_dir):
     """tests/all.tcl on the .test files of test_dir, with no environment."""
-    return subprocess.run(["tclsh", str(ROOT / "tests" / "all.tcl"), "-testdir", str(test_dir)],
+    return subprocess.run([TCLSH, str(ROOT / "tests" / "all.tcl"), "-testdir", str(test_dir)],
                           cwd=test_dir, capture_output=True, text=True, timeout=600,
                           env={"PATH": os.environ["PATH"]})
 

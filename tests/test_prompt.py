@@ -11,7 +11,7 @@ import pexpect
 import pytest
 import torch
 
-from conftest import ROOT, tcl_env
+from conftest import ROOT, TCLSH, tcl_env
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 
@@ -58,7 +58,7 @@ def test_banner_shows_tclamp_info(tmp_path):
     child.expect_exact("% ")
     devices = torch.cuda.device_count()
     cuda = f"CUDA: {devices} device{'s' * (devices != 1)}" if devices else "no CUDA"
-    tcl_version = subprocess.run(["tclsh"], input="puts [info patchlevel]", text=True,
+    tcl_version = subprocess.run([TCLSH], input="puts [info patchlevel]", text=True,
                                  capture_output=True).stdout.strip()
     assert child.before.strip() == (
         f"tclamp {VERSION} (Tcl {tcl_version}, Python {platform.python_version()}, "
@@ -231,7 +231,7 @@ def test_script_ends_as_in_tclsh(tmp_path, name):
     errorInfo with file and line, the same exit status."""
     script = tmp_path / f"{name}.tcl"
     script.write_text(SCRIPTS[name])
-    by_tclsh = subprocess.run(["tclsh", script.name], capture_output=True, text=True,
+    by_tclsh = subprocess.run([TCLSH, script.name], capture_output=True, text=True,
                               cwd=tmp_path, env=tcl_env())
     by_tclamp = subprocess.run([sys.executable, "-m", "tclamp", script.name],
                                capture_output=True, text=True, cwd=tmp_path)
@@ -263,7 +263,7 @@ def test_plain_interactive_tclsh_prints_the_version(tmp_path):
     (in a pipe tclsh echoes nothing, so only `puts` output appears)."""
     env = dict(os.environ, TCLLIBPATH=str(ROOT / "tcl"), HOME=str(tmp_path))
     env.pop("TCLAMP_PYTHON", None)
-    child = pexpect.spawn("tclsh", env=env, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    child = pexpect.spawn(TCLSH, env=env, cwd=str(tmp_path), encoding="utf-8", timeout=60)
     child.expect_exact("% ")
     child.sendline("package require tclamp")
     child.expect_exact(VERSION)

@@ -8,6 +8,7 @@ import torch
 
 import tclamp
 from tclamp import TclError, tcl
+from conftest import tcl_length
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +33,7 @@ def test_call_converts_arguments():
 @pytest.mark.parametrize("text", ["a\0b", "héllo wörld", "\U0001F600 astral", "中文 ✓", ""])
 def test_strings_round_trip(text):
     assert tcl.call("set", "roundtrip", text) == text
-    assert tcl.eval("string length $roundtrip") == str(len(text.encode("utf-16-le")) // 2)
+    assert tcl.eval("string length $roundtrip") == str(tcl_length(text))
 
 
 def test_tcl_error_fields():

@@ -3,7 +3,7 @@ import os
 import stat
 import subprocess
 
-from conftest import ROOT
+from conftest import ROOT, TCL_VERSION, TCLSH, WISH
 
 
 def fake_tclsh(tmp_path, refuse):
@@ -14,7 +14,7 @@ def fake_tclsh(tmp_path, refuse):
         "#!/bin/sh\n"
         "{ printf '%s\\n' 'rename package tcl_package' "
         f"'proc package args {{ if {{$args eq {{require {refuse}}}}} {{error \"cannot find package {refuse}\"}}; "
-        "uplevel 1 [list tcl_package {*}$args] }'; cat; } | tclsh \"$@\"\n")
+        f"uplevel 1 [list tcl_package {{*}}$args] }}'; cat; }} | {TCLSH} \"$@\"\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return script
 
@@ -25,7 +25,7 @@ def check_thread(tclsh):
 
 
 def test_thread_check_passes_where_thread_is_installed():
-    assert check_thread("tclsh") == 0
+    assert check_thread(TCLSH) == 0
 
 
 def test_thread_check_fails_without_thread(tmp_path):
@@ -37,6 +37,9 @@ def test_thread_check_fails_without_thread(tmp_path):
 
 
 def test_setup_would_install_what_is_missing(tmp_path):
-    r = subprocess.run(["make", "-n", "system-packages", f"TCLSH={fake_tclsh(tmp_path, 'Thread')}"],
+    r = subprocess.run(["make", "-n", "system-packages", f"TCLSH={fake_tclsh(tmp_path, 'Thread')}",
+                        f"WISH={WISH}"],
                        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
-    assert "missing='tcl-thread" in r.stdout
+    # Debian's name for the Thread package of this Tcl version
+    thread_deb = "tcl-thread" if TCL_VERSION < (9, 0) else "tcl{}.{}-thread".format(*TCL_VERSION)
+    assert f"missing='{thread_deb}'" in r.stdout

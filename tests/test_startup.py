@@ -6,14 +6,21 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 
 import pytest
 
+try:
+    import tomllib
+except ModuleNotFoundError:     # Python 3.10: pytest brings tomli, the same parser
+    import tomli as tomllib
+
 import tclamp
-from conftest import ROOT
+from conftest import ROOT, TCLSH
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
+# The Python this environment was made from, which has no torch
+# (sys._base_executable is that only from Python 3.11 on).
+BASE_PYTHON = os.path.join(sys.base_prefix, "bin", "python{}.{}".format(*sys.version_info))
 
 
 def test_pipe_prints_result_and_nothing_on_stderr(tclsh):
@@ -63,10 +70,9 @@ CHECK = ("puts [catch {package require tclamp} m o]\nputs $m\nputs [dict get $o 
 
 
 def test_tclamp_python_without_torch_is_a_tcl_error(tclsh):
-    # The base interpreter of the virtual environment has no torch.
-    r = tclsh(CHECK, TCLAMP_PYTHON=sys._base_executable)
+    r = tclsh(CHECK, TCLAMP_PYTHON=BASE_PYTHON)
     assert r.stdout.splitlines() == [
-        "1", f"the Python at {sys._base_executable} has no torch (install it there)",
+        "1", f"the Python at {BASE_PYTHON} has no torch (install it there)",
         "TCLAMP PYTHON_START", "", "alive"]
     assert (r.returncode, r.stderr) == (0, "")
 
@@ -75,7 +81,7 @@ def test_a_failed_check_starts_nothing_and_tcl_can_try_again(tclsh):
     r = tclsh("catch {package require tclamp}\n" + BRIDGE_LOADED +
               f"set env(TCLAMP_PYTHON) {{{sys.executable}}}\n"
               "puts [package require tclamp]\nputs [torch::autocast_get_dtype cpu]\n",
-              TCLAMP_PYTHON=sys._base_executable)
+              TCLAMP_PYTHON=BASE_PYTHON)
     assert r.stdout.splitlines() == ["", VERSION, "bfloat16"]
 
 
@@ -208,10 +214,7 @@ def test_lappend_auto_path_works_too(tclsh):
 def test_all_tcl_runs_the_tcltest_files_without_pytest(tmp_path):
     """`tclsh tests/all.tcl` as the README says, with no environment at all:
     every .test file runs to its summary, and the totals add up."""
-    import re
-    import shutil
-    import subprocess
-    r = subprocess.run([shutil.which("tclsh"), str(ROOT / "tests" / "all.tcl")], cwd=tmp_path,
+    r = subprocess.run([shutil.which(TCLSH), str(ROOT / "tests" / "all.tcl")], cwd=tmp_path,
                        env={}, capture_output=True, text=True, timeout=900)
     summaries = re.findall(r"^(\S+):\tTotal\t(\d+)\tPassed\t(\d+)\tSkipped\t(\d+)\tFailed\t(\d+)$",
                            r.stdout, re.M)

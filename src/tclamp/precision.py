@@ -3,6 +3,7 @@ torch >= 2.9's per-backend settings (torch.backends...fp32_precision)."""
 import torch
 
 from .arguments import Command, Param, Signature
+from .errors import UsageError
 
 PRECISIONS = ("highest", "high", "medium")
 INVALID_PRECISION = "Invalid precision. Use highest, high, or medium"
@@ -53,13 +54,28 @@ def precision_for_backend(values):
     return None
 
 
+FP32_PRECISION_TORCH = "2.9"
+
+
+def torch_fp32_precision(name, command):
+    """torch's own fp32_precision setter or getter; an older torch (which
+    pyproject allows) has neither, and the command says which it needs."""
+    function = getattr(torch._C, name, None)
+    if function is None:
+        raise UsageError("TORCH_VERSION",
+                         f"torch::{command} needs torch {FP32_PRECISION_TORCH} or newer "
+                         f"(this is torch {torch.__version__})", FP32_PRECISION_TORCH)
+    return function
+
+
 def plan_set_fp32(precision, backend):
-    return (((torch._C._set_fp32_precision_setter, (*BACKENDS[backend][0], precision)),),
-            "fp32 precision set", True)
+    setter = torch_fp32_precision("_set_fp32_precision_setter", "set_fp32_precision")
+    return (((setter, (*BACKENDS[backend][0], precision)),), "fp32 precision set", True)
 
 
 def plan_get_fp32(backend):
-    return ((torch._C._get_fp32_precision_getter, BACKENDS[backend][0]),), None, True
+    getter = torch_fp32_precision("_get_fp32_precision_getter", "get_fp32_precision")
+    return ((getter, BACKENDS[backend][0]),), None, True
 
 
 COMMANDS = (

@@ -1,0 +1,185 @@
+"""`py call`, `py eval` and `py exec` as Tcl commands, used every way Tcl
+allows: usage errors and error traces (-errorinfo, -errorstack,
+-errorcode) from procs, namespaces, coroutines, tailcall and {*} expansion,
+child interpreters and several Interps running the same script text,
+ensemble reconfiguration (-map, -prefixes, -unknown), rename, delete, alias
+and hide of the commands, execution traces on `py` and on `::py::call`,
+`info frame` from the called Python code, and namespace-path shadowing."""
+import pytest
+
+import tclamp
+from tclamp import TclError
+
+
+@pytest.fixture
+def interp():
+    return tclamp.Interp()
+
+
+def outcome(i, script):
+    try:
+        return ("ok", i.eval(script))
+    except TclError as e:
+        return ("error", e.result)
+
+
+USAGE = {"call": 'wrong # args: should be "py call callable ?arg ...?"',
+         "eval": 'wrong # args: should be "py eval expression"',
+         "exec": 'wrong # args: should be "py exec code"'}
+
+
+@pytest.mark.parametrize("sub", ["call", "eval", "exec"])
+def test_usage_and_errorinfo_compiled(interp, sub):
+    interp.eval(f"proc p {{}} {{ py {sub} }}")
+    assert interp.eval("list [catch p m o] $m [dict get $o -errorcode]") == \
+        interp.call("list", "1", USAGE[sub], "TCLAMP WRONG_ARGS")
+    info = interp.eval("dict get $o -errorinfo")
+    assert info.split("\n")[:3] == [USAGE[sub], "    while executing", f'"py {sub} "']
+    if sub != "call":
+        interp.eval(f"proc p {{}} {{ py {sub} a b }}")
+        assert interp.eval("list [catch p m] $m") == interp.call("list", "1", USAGE[sub])
+
+
+def test_errorstack_names_the_call(interp):
+    """Compiled to a direct call, the innermost frame of -errorstack is the
+    call with its words (through the ensemble it read just
+    `invokeReplace`): documented in docs/py.md."""
+    interp.eval("proc p {} { py call nosuch_name }")
+    assert interp.eval("catch p m o; dict get $o -errorstack") == \
+        "INNER {invokeStk1 ::py::call nosuch_name} CALL p"
+
+
+def test_errorstack_names_only_py_words(interp):
+    """Whatever it shows, -errorstack holds the call's words and the proc."""
+    interp.eval("proc p {x} { py call divmod $x 0 }")
+    stack = interp.eval("catch {p 1} m o; dict get $o -errorstack", result=list)
+    assert str(stack[-2]) == "CALL" and [str(x) for x in stack[-1]] == ["p", "1"]
+
+
+def test_python_error_trace(interp):
+    interp.eval("proc p {} { py eval 1/0 }")
+    assert interp.eval("catch p m o; list $m [dict get $o -errorcode]") == \
+        "{ZeroDivisionError: division by zero} {PYTHON ZeroDivisionError {division by zero}}"
+    assert '"py eval 1/0 "' in interp.eval("dict get $o -errorinfo")
+
+
+def test_ensemble_reconfigured(interp):
+    interp.eval("proc p {} { list [py call len abc] [py ca len ab] }")
+    assert interp.eval("p") == "3 2"
+    interp.eval("namespace ensemble configure py -subcommands {} -map {call ::py::eval ev ::py::call}")
+    interp.eval("proc q {} { list [py call 1+1] [py ev len abc] [catch {py call} m] $m }")
+    assert interp.eval("q") == interp.call("list", "2", "3", "1", USAGE["eval"])
+    interp.eval("namespace ensemble configure py -map {} -subcommands {call eval exec}")
+    assert interp.eval("p") == "3 2"
+    interp.eval("namespace ensemble configure py -prefixes 0")
+    assert outcome(interp, "p")[0] == "error"
+    interp.eval("namespace ensemble configure py -prefixes 1 "
+                "-unknown {apply {{e s args} {list ::py::call}}}")
+    assert interp.eval("proc r {} {py zork len abcd}; r") == "4"
+
+
+def test_rename_delete_alias_hide(interp):
+    interp.eval("proc p {} { py call len abc }")
+    assert interp.eval("p") == "3"
+    interp.eval("rename ::py::call ::py::saved; proc ::py::call {args} {return mine:$args}")
+    assert interp.eval("p") == "mine:len abc"
+    interp.eval("rename ::py::call {}; rename ::py::saved ::py::call")
+    assert interp.eval("p") == "3"
+    interp.eval("rename ::py::call ::elsewhere; proc q {} {::elsewhere len ab}")
+    assert interp.eval("q") == "2"
+    assert outcome(interp, "p") == ("error", 'invalid command name "::py::call"')
+    interp.eval("rename ::elsewhere ::py::call")
+    interp.eval("interp alias {} ::py::call2 {} ::py::call")
+    assert interp.eval("proc r {} {::py::call2 len abcd}; r") == "4"
+    interp.eval("interp hide {} py")
+    assert outcome(interp, "p") == ("error", 'invalid command name "py"')
+    assert interp.eval("interp invokehidden {} py call len abcde") == "5"
+
+
+def test_import_of_compiled_command(interp):
+    interp.eval("namespace eval ::py {namespace export call}; namespace import ::py::call")
+    assert interp.eval("proc p {} {call len abc}; p") == "3"
+    assert outcome(interp, "proc q {} {call}; q") == ("error", USAGE["call"])
+
+
+def test_traces_see_the_same_words(interp):
+    interp.eval("set ::log {}; proc p {} { py call len abc }; p")
+    interp.eval("trace add execution py enter {apply {{c op} {lappend ::log $c}}}")
+    interp.eval("trace add execution ::py::call enter {apply {{c op} {lappend ::log $c}}}")
+    assert interp.eval("p; set ::log") == "{py call len abc} {::py::call len abc}"
+
+
+def test_procs_namespaces_coroutines_tailcall_expand(interp):
+    assert interp.eval("namespace eval ::foo { proc p {} { py call len abc } ; p }") == "3"
+    assert interp.eval("namespace eval ::foo {proc call args {return mine}; p}") == "3"
+    assert interp.eval("coroutine c apply {{} {yield [py call len abc]; py call len abcd}}") == "3"
+    assert interp.eval("c") == "4"
+    assert interp.eval("proc t {} {tailcall py call len ab}; t") == "2"
+    assert outcome(interp, "proc t2 {} {tailcall py call}; t2") == ("error", USAGE["call"])
+    assert interp.eval("proc e {l} {py call {*}$l}; e {len abc}") == "3"
+    assert outcome(interp, "proc e0 {} {py call {*}{}}; e0") == ("error", USAGE["call"])
+    assert interp.eval("proc m {} {py call len {*}{abcdef}}; m") == "6"
+    assert interp.eval("proc s {} {set c call; py $c len ab}; s") == "2"
+
+
+def test_python_sees_same_frames(interp):
+    interp.eval("py exec {import tclamp\ndef fr(*a): return tclamp.tcl.eval('info frame -1')}")
+    frame = interp.eval("proc p {x} { py call fr $x }; p 1", result=list)
+    assert [str(x) for x in frame] == ["type", "proc", "line", "1", "cmd", "py call fr $x ",
+                                       "proc", "::p"]
+
+
+def test_child_interp_and_two_interps_same_script(interp):
+    interp.eval("interp create c; c eval [list set auto_path $::auto_path]")
+    got = outcome(interp, "c eval {package require tclamp; proc p {} {py call len abcde}; p}")
+    if got[0] == "ok":
+        assert got[1] == "5"
+        assert interp.eval("proc p {} {py call len ab}; list [p] [c eval p]") == "2 5"
+    other = tclamp.Interp()
+    script = "proc p {} {py call len abc}; p"
+    assert interp.eval(script) == "3"
+    other.eval("rename ::py::call ::py::x; proc ::py::call args {return other}")
+    assert other.eval(script) == "other"
+    assert interp.eval(script) == "3"
+    assert other.eval("set s {py call len abcd}; list [eval $s] [interp eval {} $s]") == \
+        "other other"
+
+
+# A `call`/`eval`/`exec` found through `namespace path ::py` stays a run-time
+# lookup: a command defined later in that namespace shadows it, though Tcl
+# does not compile the calling code again (compiling it to a fixed
+# ::py::call would leave stale bytecode).
+@pytest.mark.parametrize("words, shadow, shadowed", [
+    ("call len abc", "proc ::foo::call {args} {return shadow}", "shadow"),
+    ("eval 1+2", "proc ::foo::eval {args} {return shadow}", "shadow"),
+    ("call len abc", "interp alias {} ::foo::call {} ::list alias", "alias len abc"),
+    ("call len abc", "namespace eval ::x { proc call args {return imp}; namespace export call };"
+                     " namespace eval ::foo { namespace import ::x::call }", "imp"),
+], ids=["proc-call", "proc-eval", "alias", "import"])
+@pytest.mark.parametrize("where", ["proc", "namespace-eval-literal"])
+def test_namespace_path_shadowing(interp, words, shadow, shadowed, where):
+    interp.eval("namespace eval ::foo { namespace path ::py }")
+    if where == "proc":
+        interp.eval(f"proc ::foo::p {{}} {{ {words} }}")
+        script = "::foo::p"
+    else:                       # one Tcl value, its bytecode kept between runs
+        script = f"namespace eval ::foo {{ {words} }}"
+    assert interp.eval(script) == "3"
+    interp.eval(shadow)
+    assert interp.eval(script) == shadowed
+
+
+def test_namespace_path_change_still_followed(interp):
+    interp.eval("namespace eval ::foo { namespace path ::py; proc p {} { call len abc } }")
+    assert interp.eval("::foo::p") == "3"
+    interp.eval("namespace eval ::bar { proc call {args} {return bar} }")
+    interp.eval("namespace eval ::foo { namespace path {::bar ::py} }")
+    assert interp.eval("::foo::p") == "bar"
+
+
+def test_global_fallback_shadowing_followed(interp):
+    interp.eval("rename ::py::call ::call")
+    interp.eval("namespace eval ::foo::bar { proc p {} { call len abc } }")
+    assert interp.eval("::foo::bar::p") == "3"
+    interp.eval("proc ::foo::bar::call {args} {return shadow}")
+    assert interp.eval("::foo::bar::p") == "shadow"

@@ -1,0 +1,178 @@
+"""Threads at awkward moments: several that load tclamp at the same moment,
+and `thread::exit` from deep inside Python, in Tcl and in Python threads.
+
+Every script runs in a process of its own, with a time limit (processes.py),
+so that a crash or a hang is a failed test and never a dead pytest.
+"""
+from processes import CRASH_SIGNS, assert_clean, python, tclsh
+
+
+# --- threads that load tclamp at the same moment --------------------------
+
+FIRST_LOAD_POOL = """\
+package require Thread
+set pool [tpool::create -minworkers 6 -maxworkers 6 -initcmd \\
+    [list apply {{path} {set ::auto_path $path; package require tclamp}} $auto_path]]
+set jobs {}
+for {set i 0} {$i < 6} {incr i} {
+    lappend jobs [tpool::post $pool {py eval {__import__('threading').get_ident() > 0}}]
+}
+set results {}
+foreach job $jobs { tpool::wait $pool $job; lappend results [tpool::get $pool $job] }
+puts $results
+tpool::release $pool
+"""
+
+FIRST_LOAD_THREADS = """\
+package require Thread
+set threads {}
+for {set i 0} {$i < 8} {incr i} {
+    lappend threads [thread::create -joinable [list apply {{path} {
+        set ::auto_path $path; package require tclamp; py eval 1; thread::wait
+    }} $auto_path]]
+}
+package require tclamp
+set results {}
+foreach t $threads { lappend results [thread::send $t {py eval 6*7}] }
+foreach t $threads { thread::release $t }
+foreach t $threads { thread::join $t }
+puts $results
+"""
+
+
+def test_concurrent_first_load_is_clean_every_time(tmp_path):
+    """Six pool workers, or eight threads and the main thread, start Python
+    at the same moment: one starts it, the others wait; a race there
+    shows in some runs only, so it runs three times."""
+    failures = []
+    runs = [(FIRST_LOAD_POOL, "1 1 1 1 1 1")] * 2 + [(FIRST_LOAD_THREADS, " ".join(["42"] * 8))]
+    for n, (script, expected) in enumerate(runs):
+        r = tclsh(tmp_path, script, name=f"load{n}.tcl")
+        if r.returncode != 0 or r.stdout.split("\n")[0] != expected or any(
+                sign in r.stderr for sign in CRASH_SIGNS + ("failed to read",)):
+            failures.append(r.report)
+    assert not failures, f"{len(failures)} of {len(runs)} runs failed:\n" + "\n".join(failures)
+
+
+# --- thread::exit under Python --------------------------------------------
+
+def test_thread_exit_four_levels_deep_leaves_frames_usable(tmp_path):
+    """Tcl -> Python -> Tcl -> Python -> thread::exit in a worker; the main
+    thread then reads and tries to clear the frames and traceback that the
+    dead thread left, collects garbage, and exits with a code."""
+    r = tclsh(tmp_path, """\
+        package require Thread
+        package require tclamp
+        set t [thread::create -joinable {thread::wait}]
+        thread::send $t [list set auto_path $auto_path]
+        thread::send $t {package require tclamp}
+        thread::send $t {proc inner {} { py exec {import tclamp, sys
+        try:
+            raise ValueError('boom')
+        except ValueError as e:
+            kept.append(e)
+            kept.append(sys._getframe())
+            tclamp.tcl.eval('thread::exit')} }}
+        catch {thread::send $t {py exec {import sys, tclamp
+        kept = []
+        big = bytearray(10**6)
+        def deep():
+            local_obj = [1, 2, 3]
+            kept.append(sys._getframe())
+            tclamp.tcl.eval('inner')
+        deep()}}} msg
+        puts "send: $msg"
+        thread::join $t
+        py exec {
+        import gc, traceback
+        gc.collect()
+        for k in kept:
+            if isinstance(k, BaseException):
+                print(''.join(traceback.format_exception(k)).splitlines()[-1])
+                continue
+            print(k.f_code.co_name, 'local_obj' in k.f_locals, len(traceback.format_stack(k)) > 0)
+            try:
+                k.clear()
+            except RuntimeError as e:
+                print('clear:', e)
+        del kept
+        gc.collect()
+        }
+        puts end
+        exit 4
+    """)
+    assert_clean(r, 4)
+    assert r.stdout.splitlines() == [
+        "send: target thread died",
+        "deep True True", "clear: cannot clear an executing frame",
+        "ValueError: boom",
+        "<module> False True", "clear: cannot clear an executing frame",
+        "end"], r.report
+
+
+def test_thread_exit_in_python_threads_of_a_tcl_host(tmp_path):
+    r = tclsh(tmp_path, """\
+        package require tclamp
+        py exec {
+        import threading, sys, tclamp
+        kept = []
+        def leave(code):
+            kept.append(sys._getframe())
+            tclamp.tcl.eval(f'package require Thread; thread::exit {code}')
+            print('NOT REACHED')
+        threads = [threading.Thread(target=leave, args=(n,)) for n in range(4)]
+        for t in threads: t.start()
+        for t in threads: t.join(10)
+        print('joined', [t.is_alive() for t in threads], flush=True)
+        print([k.f_code.co_name for k in kept])
+        f = open('data.txt', 'w'); f.write('data')
+        }
+        puts end
+    """)
+    assert_clean(r)
+    assert r.stdout.splitlines() == ["joined [False, False, False, False]",
+                                     "['leave', 'leave', 'leave', 'leave']", "end"], r.report
+    assert (tmp_path / "data.txt").read_text() == "data"
+
+
+def test_thread_exit_in_python_threads_of_a_python_host(tmp_path):
+    r = python(tmp_path, """\
+        import threading, sys, tclamp
+        kept = []
+        def leave():
+            kept.append(sys._getframe())
+            tclamp.tcl.eval('package require Thread; thread::exit')
+        t = threading.Thread(target=leave)
+        t.start()
+        t.join(10)
+        print('joined', not t.is_alive(), kept[0].f_code.co_name)
+        results = []
+        t2 = threading.Thread(target=lambda: results.append(tclamp.tcl.eval('expr 6*7')))
+        t2.start(); t2.join(10)
+        print(results)
+        f = open('data.txt', 'w'); f.write('data')
+    """)
+    assert_clean(r)
+    assert r.stdout.splitlines() == ["joined True leave", "['42']"], r.report
+    assert (tmp_path / "data.txt").read_text() == "data"
+
+
+def test_del_that_calls_thread_exit_in_a_worker(tmp_path):
+    r = tclsh(tmp_path, """\
+        package require Thread
+        package require tclamp
+        set t [thread::create -joinable {thread::wait}]
+        thread::send $t [list set auto_path $auto_path]
+        thread::send $t {package require tclamp; py exec {
+        import tclamp
+        class Leaver:
+            def __del__(self):
+                tclamp.tcl.eval('package require Thread; thread::exit')
+        }; set leaver [py call Leaver]}
+        catch {thread::send $t {rename $leaver {}; puts NOT-REACHED}} msg
+        puts "send: $msg"
+        thread::join $t
+        puts [py eval 1+1]
+    """)
+    assert_clean(r)
+    assert r.stdout.splitlines() == ["send: target thread died", "2"], r.report

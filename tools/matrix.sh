@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The suite on the stacks besides the default one (`make test`: Debian 12's
+# Tcl 8.6, Python 3.11, the pinned torch).  Each stack runs `make setup test`
+# in its own copy of the checkout and its own Python environment, under
+# MATRIX_DIR, so stacks never share a build; the environments are kept for
+# the next run.  Each runs a slice of the suite (SLICES below), chosen for
+# what that stack changes, so that CI stays within its time.
+#
+#   tools/matrix.sh [STACK...]      all stacks when none is named
+#
+# Stacks:
+#   py3.10 py3.12 py3.13   Tcl 8.6, pyenv's Python, torch from the index
+#   torch2.4               Tcl 8.6, Python 3.11, the oldest torch pyproject allows
+#   tcl9.0                 Debian 13's tclsh9.0 and Python 3.13, in a root made
+#                          by tools/trixie-root.sh (needs root)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+checkout=$PWD
+matrix_dir=${MATRIX_DIR:-/var/tmp/tclamp-matrix}
+trixie_root=${TRIXIE_ROOT:-/var/tmp/tclamp-trixie}
+pyenv_root=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
+
+declare -A PYTHONS=(
+    [py3.10]=$pyenv_root/versions/3.10.13/bin/python3
+    [py3.12]=$pyenv_root/versions/3.12.1/bin/python3
+    [py3.13]=$pyenv_root/versions/3.13.0/bin/python3
+    [torch2.4]=$pyenv_root/versions/3.11.7/bin/python3
+    [tcl9.0]=/usr/bin/python3
+)
+declare -A TORCH=([torch2.4]=torch==2.4.1)
+declare -A TCLSHS=([tcl9.0]=tclsh9.0)
+# What each stack runs (pytest arguments, in the stack's copy of the
+# checkout), chosen for what the stack changes:
+#   Python 3.10, 3.12, 3.13: start-up and the C API of Python's lifetime and
+#     threads (hosts, exit, thread::exit, interpreters, handles);
+#   torch 2.4: every torch:: command (the tcltest files) and the examples;
+#   Tcl 9.0: hosts, text, the py command, sizes, the prompt, set-up, and the
+#     tcltest files of the bridge and autocast.
+declare -A SLICES=(
+    [py3.10]="tests/test_startup.py tests/test_python_face.py tests/test_hosts.py tests/test_threads.py tests/bridge.test"
+    [py3.12]="tests/test_hosts.py tests/test_exit.py tests/test_lifetimes.py tests/test_handles_and_values.py tests/test_ddp.py"
+    [py3.13]="tests/test_threads.py tests/test_hosts.py tests/test_interps.py tests/test_exit.py tests/lifecycle.test"
+    [torch2.4]="tests/*.test tests/test_examples.py tests/test_python_face.py tests/test_scope_python.py"
+    [tcl9.0]="tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
+)
+ALL=(py3.10 py3.12 py3.13 torch2.4 tcl9.0)
+
+# The checkout's files as git sees them (no environment, no build), with
+# their times, so that a kept environment's stamps stay valid.
+copy_checkout() {
+    local tree=$1
+    rm -rf "$tree"
+    mkdir -p "$tree"
+    git -C "$checkout" ls-files -z --cached --others --exclude-standard |
+        (cd "$checkout" && xargs -0 cp --parents -p -t "$tree" 2>/dev/null)
+}
+
+run_stack() {
+    local stack=$1 base tree venv python make_args
+    [ -n "${PYTHONS[$stack]:-}" ] || { echo "unknown stack: $stack (stacks: ${ALL[*]})" >&2; return 2; }
+    python=${PYTHONS[$stack]}
+    make_args=(PYTHON="$python" PYTEST_ARGS="${SLICES[$stack]}")
+    [ -n "${TORCH[$stack]:-}" ] && make_args+=(TORCH_SPEC="${TORCH[$stack]}")
+    [ -n "${TCLSHS[$stack]:-}" ] && make_args+=(TCLSH="${TCLSHS[$stack]}")
+    if [ "$stack" = tcl9.0 ]; then
+        tools/trixie-root.sh "$trixie_root" || return 1
+        base=$matrix_dir/$stack
+        copy_checkout "$trixie_root$base/tree"
+        tools/trixie-root.sh "$trixie_root" run make -C "$base/tree" setup test \
+            VENV="$base/venv" "${make_args[@]}"
+    else
+        [ -x "$python" ] || { echo "$stack: no $python (pyenv install it)" >&2; return 1; }
+        base=$matrix_dir/$stack
+        copy_checkout "$base/tree"
+        make -C "$base/tree" setup test VENV="$base/venv" "${make_args[@]}"
+    fi
+}
+
+stacks=("$@")
+[ ${#stacks[@]} -gt 0 ] || stacks=("${ALL[@]}")
+mkdir -p "$matrix_dir"
+summary=()
+failed=0
+for stack in "${stacks[@]}"; do
+    log=$matrix_dir/$stack.log
+    echo "== $stack: ${SLICES[$stack]:-?} (log: $log)"
+    start=$SECONDS
+    run_stack "$stack" > "$log" 2>&1
+    status=$?
+    result=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$log" | tail -n1 | tr -d '=')
+    summary+=("$(printf '%-9s %-6s %4ds  %s' "$stack" "$([ $status = 0 ] && echo ok || echo FAILED)" \
+                 $((SECONDS - start)) "${result:-no pytest summary: see $log}")")
+    echo "${summary[-1]}"
+    [ $status = 0 ] || failed=1
+done
+echo "== matrix"
+printf '%s\n' "${summary[@]}"
+exit $failed

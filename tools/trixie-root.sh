@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# A Debian 13 (trixie) root for testing tclamp on Tcl 9.0 and Debian's
+# Python 3.13.  Run as root.
+#
+#   tools/trixie-root.sh ROOT              make the root (reused when done)
+#   tools/trixie-root.sh ROOT run CMD...   run CMD inside it, with proc, dev,
+#                                          dev/pts and sys mounted for the run
+#
+# The packages come from the Debian archive this machine's apt already uses.
+set -euo pipefail
+
+root=${1:?usage: $0 ROOT [run CMD...]}
+shift
+packages=tcl9.0-dev,tcl9.0-thread,tk9.0,tcl8.6-dev,tcl-thread,python3-dev,python3-venv,build-essential,make,git,xvfb
+stamp=$root/.tclamp-trixie-root
+
+# The first non-security archive named in apt's sources (deb822 or one-line).
+debian_archive() {
+    local uri
+    uri=$(awk '/^URIs:/ { for (i = 2; i <= NF; i++) print $i }' \
+              /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n1)
+    if [ -z "$uri" ]; then
+        uri=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; break } }' \
+                  /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+              grep -v security | head -n1)
+    fi
+    [ -n "$uri" ] || { echo "no Debian archive in this machine's apt sources" >&2; exit 1; }
+    echo "$uri"
+}
+
+make_root() {
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$packages" ]; then
+        return
+    fi
+    [ "$(id -u)" = 0 ] || { echo "$0: run as root (debootstrap, chroot, mount)" >&2; exit 1; }
+    # A half-made root (an interrupted debootstrap) is started over.
+    if [ -e "$root" ]; then
+        unmount_all
+        rm -rf --one-file-system "$root"
+    fi
+    debootstrap --variant=minbase --include="$packages" trixie "$root" "$(debian_archive)"
+    copy_host_files
+    echo "$packages" > "$stamp"
+}
+
+# pip needs this machine's CA bundle; torchrun's rendezvous needs the host
+# name to resolve.
+copy_host_files() {
+    cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+    cp /etc/hosts /etc/resolv.conf "$root/etc/"
+}
+
+mounts=(proc dev dev/pts sys)
+
+unmount_all() {
+    local i
+    for (( i = ${#mounts[@]} - 1; i >= 0; i-- )); do
+        if mountpoint -q "$root/${mounts[i]}"; then
+            umount "$root/${mounts[i]}" 2>/dev/null || umount -l "$root/${mounts[i]}"
+        fi
+    done
+}
+
+run_inside() {
+    local m
+    trap unmount_all EXIT INT TERM
+    for m in "${mounts[@]}"; do
+        mountpoint -q "$root/$m" || mount --bind "/$m" "$root/$m"
+    done
+    copy_host_files
+    chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+        LANG=C.UTF-8 PIP_CERT=/etc/ssl/certs/ca-certificates.crt "$@"
+}
+
+make_root
+case "${1:-}" in
+    "") ;;
+    run) shift; run_inside "$@" ;;
+    *) echo "usage: $0 ROOT [run CMD...]" >&2; exit 2 ;;
+esac
