@@ -81,7 +81,11 @@ $(TCL_RECORD): $(SETUP_STAMP)
 	@test -n '$(TCL_CONFIG)' || $(TCLSH) tools/tcl-config.tcl
 	echo '$(TCL_CONFIG)' > $@
 
-# The bridge is rebuilt whenever its C source or the Tcl changes.
+# The bridge is rebuilt whenever its C source or the Tcl changes, or its
+# build is gone from the checkout (a fresh copy beside a kept environment).
+ifeq ($(wildcard src/tclamp/_bridge*.so),)
+$(BUILT_STAMP): FORCE
+endif
 $(BUILT_STAMP): $(SETUP_STAMP) $(TCL_RECORD) $(wildcard src/tclamp/*.c src/tclamp/*.h) src/tclamp/VERSION \
                 setup.py pyproject.toml
 	@echo "== building the bridge for Tcl $(TCL_VERSION), installing tclamp into $(VENV) (editable)"
@@ -93,10 +97,12 @@ ifneq ($(shell cat $(PYTHON_RECORD) 2>/dev/null),$(abspath $(PY)))
 $(PYTHON_RECORD): FORCE
 endif
 $(PYTHON_RECORD):
+	@mkdir -p $(dir $@)
 	echo '$(abspath $(PY))' > $@
 
 # The checkout's package index, from the one template (src/tclamp/pkgindex.py).
 tcl/pkgIndex.tcl: src/tclamp/pkgindex.py src/tclamp/VERSION
+	@mkdir -p $(dir $@)
 	$(PY) src/tclamp/pkgindex.py $@
 
 demo: setup

@@ -183,7 +183,7 @@ def test_setup_records_the_environment_for_the_checkout_index(tmp_path):
     assert make_question("tcl/python-path", f"VENV={venv}") == 1
     dry = subprocess.run(["make", "-n", "tcl/python-path", f"VENV={venv}"], cwd=ROOT,
                          capture_output=True, text=True).stdout
-    assert dry == f"echo '{venv}/bin/python' > tcl/python-path\n"
+    assert dry == f"mkdir -p tcl/\necho '{venv}/bin/python' > tcl/python-path\n"
 
 
 def test_tcl_dir_of_a_checkout_is_its_tcl_directory():
