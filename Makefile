@@ -137,4 +137,4 @@ uninstall-tcl:
 	    $(INSTALL_VENV)/bin/python -m pip uninstall -y -q tclamp; fi
 
 clean:
-	rm -rf $(VENV) $(PYTHON_RECORD) build src/*.egg-info src/tclamp/_bridge*.so src/tclamp/.built .pytest_cache .hypothesis
+	rm -rf $(VENV) $(PYTHON_RECORD) build src/*.egg-info src/tclamp/_bridge*.so src/tclamp/_loader*.so src/tclamp/.built .pytest_cache .hypothesis
