@@ -11,7 +11,9 @@ set -euo pipefail
 
 root=${1:?usage: $0 ROOT [run CMD...]}
 shift
-packages=tcl9.0-dev,tcl9.0-thread,tk9.0,tcl8.6-dev,tcl-thread,python3-dev,python3-venv,build-essential,make,git,xvfb
+# xauth for xvfb-run (only recommended by xvfb); python3-tk, whose Tcl is
+# 8.6, for the tests that say why a tkinter host cannot load Tcl 9's bridge.
+packages=tcl9.0-dev,tcl9.0-thread,tk9.0,tcl8.6-dev,tcl-thread,python3-dev,python3-venv,build-essential,make,git,xvfb,xauth,python3-tk
 stamp=$root/.tclamp-trixie-root
 
 # The first non-security archive named in apt's sources (deb822 or one-line).
@@ -33,13 +35,20 @@ make_root() {
         return
     fi
     [ "$(id -u)" = 0 ] || { echo "$0: run as root (debootstrap, chroot, mount)" >&2; exit 1; }
-    # A half-made root (an interrupted debootstrap) is started over.
-    if [ -e "$root" ]; then
+    if [ -f "$stamp" ]; then
+        # A root made with fewer packages gets the rest.
+        run_inside sh -c "apt-get update -qq && apt-get install -y -qq ${packages//,/ }"
         unmount_all
-        rm -rf --one-file-system "$root"
+        trap - EXIT INT TERM
+    else
+        # A half-made root (an interrupted debootstrap) is started over.
+        if [ -e "$root" ]; then
+            unmount_all
+            rm -rf --one-file-system "$root"
+        fi
+        debootstrap --variant=minbase --include="$packages" trixie "$root" "$(debian_archive)"
+        copy_host_files
     fi
-    debootstrap --variant=minbase --include="$packages" trixie "$root" "$(debian_archive)"
-    copy_host_files
     echo "$packages" > "$stamp"
 }
 
