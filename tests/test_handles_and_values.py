@@ -5,9 +5,12 @@ its likely cause.
 Every script runs in a process of its own, with a time limit (processes.py),
 so that a crash or a hang is a failed test and never a dead pytest.
 """
-import pytest
+from pathlib import Path
 
-from conftest import ROOT, needs_tkinters_tcl
+import pytest
+import tclamp
+
+from conftest import needs_tkinters_tcl
 from processes import assert_clean, assert_no_crash, python, tclsh
 
 
@@ -348,7 +351,7 @@ def test_reference_cycles_through_an_interp_are_collected(tmp_path):
 
 @needs_tkinters_tcl
 def test_a_second_copy_loaded_first_under_tkinter(tmp_path):
-    bridge = next((ROOT / "src" / "tclamp").glob("_bridge*.so"))
+    bridge = Path(tclamp._bridge.__file__)   # the bridge this Tcl and Python use
     copy = tmp_path / "copy" / bridge.name
     copy.parent.mkdir()
     copy.write_bytes(bridge.read_bytes())

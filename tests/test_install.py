@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import ROOT, TCLSH, run_tclsh
-from tclamp import cli
+from tclamp import pkgindex
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 # This run's torch as an index serves it: without a local label such as
@@ -87,7 +87,9 @@ def assert_runs_from(venv, r):
     assert python in (f"{venv}/bin/python", f"{venv}/bin/python{sys.version_info[0]}."
                                              f"{sys.version_info[1]}")
     assert (executable, prefix) == (python, str(venv))
-    assert bridge.startswith(f"{package}/_bridge.cpython-")
+    major = subprocess.run([TCLSH], input="puts [string index [info tclversion] 0]",
+                           capture_output=True, text=True).stdout.strip()
+    assert bridge.startswith(f"{package}/_bridge{major}.cpython-")     # this Tcl's bridge
     assert (init, torch_init) == (str(package / "__init__.py"),
                                   str(site_packages(venv) / "torch" / "__init__.py"))
     for path in paths:
@@ -212,5 +214,5 @@ def test_install_tcl_takes_one_directory():
 @pytest.mark.parametrize("path", ["/opt/plain/python3", "/home/a user/venv/bin/python",
                                   '/x/{brace/"quote"/$dollar/[bracket]/back\\slash;semi'])
 def test_paths_in_the_index_are_tcl_words(path, tmp_path):
-    r = run_tclsh(f"set path {cli.tcl_word(path)}\nputs $path\n", tmp_path)
+    r = run_tclsh(f"set path {pkgindex.tcl_word(path)}\nputs $path\n", tmp_path)
     assert (r.stdout, r.stderr) == (path + "\n", "")

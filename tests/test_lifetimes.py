@@ -5,8 +5,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
-from conftest import ROOT, TCL9, TCLSH, needs_tkinters_tcl, run_tclsh, tcl_env
+import tclamp
+
+from conftest import TCL9, TCLSH, needs_tkinters_tcl, run_tclsh, tcl_env
 
 
 def run_python(code, prelude="", timeout=240):
@@ -151,7 +154,7 @@ def test_sizes_past_tcl_8_6s_limit():
 
 
 def test_second_copy_of_the_bridge_is_refused(tmp_path):
-    bridge = next((ROOT / "src" / "tclamp").glob("_bridge*.so"))
+    bridge = Path(tclamp._bridge.__file__)   # the bridge this Tcl and Python use
     copy = tmp_path / "copy" / bridge.name
     copy.parent.mkdir()
     shutil.copy(bridge, copy)
@@ -166,7 +169,7 @@ def test_second_copy_of_the_bridge_is_refused(tmp_path):
 
 @needs_tkinters_tcl
 def test_second_copy_under_tkinter_is_refused(tmp_path):
-    bridge = next((ROOT / "src" / "tclamp").glob("_bridge*.so"))
+    bridge = Path(tclamp._bridge.__file__)   # the bridge this Tcl and Python use
     copy = tmp_path / bridge.name
     shutil.copy(bridge, copy)
     out = run_python(f"""

@@ -207,8 +207,9 @@ print("checked", len(TEXTS))
 
 
 def test_portable_utf8_writer(tmp_path):
-    """The UTF-8 writer that machines without SSSE3 (and all but x86-64)
-    run, built on its own and given the same texts."""
+    """The bridge without its text accelerators (utf8_simd.h, left out by
+    TCLAMP_PORTABLE_UTF8: Tcl then writes a str's UTF-8 when it is asked
+    for), built on its own and given the same texts."""
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, CFLAGS="-DTCLAMP_PORTABLE_UTF8")
     subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib",

@@ -40,9 +40,15 @@ def test_one_version_everywhere(tclsh):
     cli = subprocess.run([sys.executable, "-m", "tclamp", "--version"], capture_output=True,
                          text=True, check=True)
     assert cli.stdout == f"tclamp {VERSION}\n"
+    # Compiled into the bridge (and so into its loader), and written into
+    # the package indexes only when they are generated.
+    assert tclamp._bridge.VERSION == VERSION
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert not [name for name in tracked if name.endswith("pkgIndex.tcl")]
     written = [path for path in [ROOT / "pyproject.toml", ROOT / "setup.py",
                                  *ROOT.glob("src/tclamp/*.py"), *ROOT.glob("src/tclamp/*.tcl"),
-                                 *ROOT.glob("tcl/*.tcl")] if VERSION in path.read_text()]
+                                 *ROOT.glob("src/tclamp/*.[ch]")] if VERSION in path.read_text()]
     assert written == []
 
 
