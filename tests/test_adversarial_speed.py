@@ -277,7 +277,7 @@ def outcome(i, script):
         return ("error", e.result)
 
 
-USAGE = {"call": 'wrong # args: should be "py call callable ?arg ...?"',
+USAGE = {"call": 'wrong # args: should be "py call ?-kwlist list? ?-nonevalue word? ?-types list? ?-kwtypes dict? callable ?arg ...?"',
          "eval": 'wrong # args: should be "py eval expression"',
          "exec": 'wrong # args: should be "py exec code"'}
 

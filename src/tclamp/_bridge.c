@@ -1020,7 +1020,9 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
     if (len > (Tcl_Size)sizeof(HANDLE_PREFIX) - 1
             && memcmp(s, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1) == 0
             && owner != NULL && owner->handles != NULL) {
-        PyObject *key = PyUnicode_FromStringAndSize(s, len);
+        /* Decoded as every text is (NUL, surrogates): a text that names
+           no handle is then the str it would be anyway. */
+        PyObject *key = str_from_tcl(obj);
         if (key == NULL)
             return NULL;
         PyObject *found = PyDict_GetItemWithError(owner->handles, key);
@@ -1031,9 +1033,9 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
         }
         if (!PyErr_Occurred() && is_handle_name(s, len))
             foreign_handle_error(key);
-        Py_DECREF(key);
         if (PyErr_Occurred())
-            return NULL;
+            Py_CLEAR(key);
+        return key;
     }
     return str_from_tcl(obj);
 }
@@ -1930,7 +1932,7 @@ compile_source(PyObject *text, int mode)
 
 /* The code object for `source` (a new reference). */
 static PyObject *
-compiled_code(InterpState *owner, Tcl_Obj *source, int mode)
+compiled_code(InterpState *owner, Tcl_Obj *source, int mode, PyObject *prepare)
 {
     PyObject *code = python_rep_of(source, mode);
     if (code != NULL)
@@ -1947,7 +1949,11 @@ compiled_code(InterpState *owner, Tcl_Obj *source, int mode)
     if (code != NULL) {
         Py_INCREF(code);
     } else if (!PyErr_Occurred()) {
-        code = compile_source(text, mode);
+        /* `prepare` (py exec's dedent) gives the text to compile; the
+           cache keeps the source as written. */
+        PyObject *prepared = prepare ? PyObject_CallOneArg(prepare, text) : Py_NewRef(text);
+        code = prepared ? compile_source(prepared, mode) : NULL;
+        Py_XDECREF(prepared);
         if (code != NULL && PyUnicode_GET_LENGTH(text) <= CACHE_MAX_CHARS)
             cache_put(*cache, text, code, CODE_CACHE_SIZE);
     }
@@ -2025,7 +2031,8 @@ run_source(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[], i
     flush_tcl_stdout();
     lifetime_enter(&cmd->life);
     release_unused_objects();
-    PyObject *code = compiled_code(cmd->owner, objv[1], mode);
+    PyObject *code = compiled_code(cmd->owner, objv[1], mode,
+                                   mode == RUN_EXEC ? cmd->callable : NULL);
     PyObject *value = code ? run_code(code, mode) : NULL;
     Py_XDECREF(code);
     return py_command_done(cmd, interp, value, &e);
@@ -2128,18 +2135,49 @@ call_name(Command *cmd, Tcl_Obj *word, PyObject *parts, PyObject **args, Py_ssiz
     return value;
 }
 
+#define NONE_WORD "::py::None"    /* py call's default -nonevalue */
+
+/* An argument of py call that is the None word is None (tohil's rule). */
+static PyObject *
+none_if_none_word(PyObject *arg)
+{
+    if (arg != NULL && PyUnicode_Check(arg)
+            && PyUnicode_GET_LENGTH(arg) == (Py_ssize_t)sizeof(NONE_WORD) - 1
+            && PyUnicode_CompareWithASCIIString(arg, NONE_WORD) == 0)
+        Py_SETREF(arg, Py_NewRef(Py_None));
+    return arg;
+}
+
+/* py call -kwlist ... (a first word that starts with "-", which no Python
+   name does): bridge.call_with_options parses the options and calls. */
+static PyObject *
+call_with_options(Command *cmd, int objc, Tcl_Obj *const objv[])
+{
+    PyObject *bridge = PyImport_ImportModule("tclamp.bridge");
+    PyObject *function = bridge ? PyObject_GetAttrString(bridge, "call_with_options") : NULL;
+    Py_XDECREF(bridge);
+    PyObject *args = function ? args_to_python(cmd->owner, objc - 1, objv + 1, NULL) : NULL;
+    PyObject *value = args ? PyObject_Call(function, args, NULL) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(function);
+    return value;
+}
+
 static int
 py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     Command *cmd = cd;
     if (objc < 2)
-        return wrong_args(interp, "py call callable ?arg ...?");
+        return wrong_args(interp, "py call ?-kwlist list? ?-nonevalue word? ?-types list? "
+                          "?-kwtypes dict? callable ?arg ...?");
     Entry e;
     if (enter(&e, cmd->owner, interp) < 0)
         return TCL_ERROR;
     flush_tcl_stdout();
     lifetime_enter(&cmd->life);
     release_unused_objects();
+    if (Tcl_GetString(objv[1])[0] == '-')
+        return py_command_done(cmd, interp, call_with_options(cmd, objc, objv), &e);
     /* The callable: a dotted name, or the object of a handle. */
     PyObject *parts = python_rep_of(objv[1], CALL_NAME), *target = NULL;
     if (parts != NULL) {
@@ -2155,7 +2193,8 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
         PyErr_NoMemory();
     if (args != NULL && (parts != NULL || target != NULL)) {
         for (; converted < nargs; converted++) {
-            args[converted + 2] = arg_to_python(cmd->owner, objv[converted + 2], NULL);
+            args[converted + 2] = none_if_none_word(
+                arg_to_python(cmd->owner, objv[converted + 2], NULL));
             if (args[converted + 2] == NULL)
                 break;
         }
@@ -2753,6 +2792,25 @@ Interp_release(InterpObject *self, PyObject *obj)
     return PyLong_FromLong(1);
 }
 
+/* What a word passes to Python as, in this interpreter: a live handle's
+   object, else the str (py call's -kwlist values and list items). */
+static PyObject *
+Interp_argument(InterpObject *self, PyObject *word)
+{
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    if (!PyUnicode_Check(word))
+        return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(word)->tp_name);
+    Tcl_Obj *obj = tcl_from_str(word);
+    if (obj == NULL)
+        return NULL;
+    Tcl_IncrRefCount(obj);
+    PyObject *value = arg_to_python(s, obj, NULL);
+    Tcl_DecrRefCount(obj);
+    return value;
+}
+
 /* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask. */
 static PyObject *
 Interp_cancel(InterpObject *self, PyObject *unused)
@@ -2792,6 +2850,8 @@ static PyMethodDef Interp_methods[] = {
      "compile_ensemble(name): let Tcl compile the ensemble's subcommands into direct calls"},
     {"release", (PyCFunction)Interp_release, METH_O,
      "release(obj) -> int: delete the object handle of obj (1 if it had one)"},
+    {"argument", (PyCFunction)Interp_argument, METH_O,
+     "argument(word): what the word passes to Python as (a live handle's object, else the str)"},
     {"delete", (PyCFunction)Interp_delete, METH_NOARGS, "delete the Tcl interpreter"},
     {NULL}
 };
