@@ -109,6 +109,8 @@ typedef struct {
     int known;                  /* thread exit handler registered */
     int ending_normally;        /* the thread's own end, not thread::exit */
     PyObject *new_handles;      /* handles made by the conversion under way */
+    PyObject *in_flight;        /* the exception the last Python error came from, */
+    Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
 } ThreadBridge;
 static _Thread_local ThreadBridge here;
 
@@ -1112,6 +1114,47 @@ tcl_error_code(PyObject *value)
     return code;
 }
 
+/* A Python exception that became a Tcl error is kept (one per thread, the
+   latest) with the errorCode value Tcl carries: when that same value comes
+   back to Python, the error is still the exception's, which raise_tcl_error
+   raises again, itself.  The torch:: commands' usage errors and TclErrors
+   come back as TclError, as their errorCode says. */
+static void
+keep_in_flight(PyObject *value, Tcl_Obj *code)
+{
+    ThreadBridge *t = &here;
+    if (python_exception_is(value, TclErrorType))
+        return;
+    PyObject *errors = PyImport_ImportModule("tclamp.errors");
+    PyObject *usage_type = errors ? PyObject_GetAttrString(errors, "UsageError") : NULL;
+    int is_usage = python_exception_is(value, usage_type);
+    Py_XDECREF(usage_type);
+    Py_XDECREF(errors);
+    PyErr_Clear();
+    if (is_usage)
+        return;
+    Py_XSETREF(t->in_flight, Py_NewRef(value));
+    Tcl_IncrRefCount(code);
+    if (t->in_flight_code != NULL)
+        Tcl_DecrRefCount(t->in_flight_code);
+    t->in_flight_code = code;
+}
+
+/* The kept exception, if `code` is its errorCode value (a new reference,
+   and it is kept no more); else NULL. */
+static PyObject *
+take_in_flight(Tcl_Obj *code)
+{
+    ThreadBridge *t = &here;
+    if (t->in_flight == NULL || code == NULL || code != t->in_flight_code)
+        return NULL;
+    PyObject *value = t->in_flight;
+    t->in_flight = NULL;
+    Tcl_DecrRefCount(t->in_flight_code);
+    t->in_flight_code = NULL;
+    return value;
+}
+
 /* The pending Python exception becomes the Tcl outcome (an error, or the
    code a TclError carries); returns that code. */
 static int
@@ -1145,6 +1188,8 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         describe_in_c(value, &message, &code);
     }
     int rc = tcl_error_code(value);
+    if (rc == TCL_ERROR && value != NULL)
+        keep_in_flight(value, code);
     Py_XDECREF(value);
     Tcl_SetObjResult(interp, message);
     if (rc == TCL_ERROR) {
@@ -1198,6 +1243,20 @@ raise_tcl_error(Tcl_Interp *interp, int code)
 {
     Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
     Tcl_IncrRefCount(options);
+    if (code == TCL_ERROR) {    /* a Python exception's own error, back */
+        Tcl_Obj *key = Tcl_NewStringObj("-errorcode", -1), *errorcode = NULL;
+        Tcl_IncrRefCount(key);
+        Tcl_DictObjGet(NULL, options, key, &errorcode);
+        Tcl_DecrRefCount(key);
+        PyObject *original = take_in_flight(errorcode);
+        if (original != NULL) {
+            Tcl_DecrRefCount(options);
+            Tcl_ResetResult(interp);
+            PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(original)), original,
+                          PyException_GetTraceback(original));
+            return NULL;
+        }
+    }
     if (code == TCL_BREAK || code == TCL_CONTINUE) {
         Tcl_SetObjResult(interp, Tcl_ObjPrintf("invoked \"%s\" outside of a loop",
                                                code == TCL_BREAK ? "break" : "continue"));
