@@ -5,6 +5,7 @@ live object handle (the C bridge looks those up).
 """
 import atexit
 import builtins
+import code
 import gc
 import importlib
 import io
@@ -35,6 +36,17 @@ def py_import(*args):
     top = name.partition(".")[0]
     _main_namespace()[top] = sys.modules[top]
     return name
+
+
+def py_interact(*args):
+    """py interact: Python's own prompt, reading stdin, in __main__ (where
+    py eval and py exec run), until end of file; then back to Tcl."""
+    if args:
+        raise _wrong_args("py interact")
+    console = code.InteractiveConsole(_main_namespace(), filename="<py interact>")
+    console.interact(banner=f"Python {sys.version.split()[0]} in __main__;"
+                            f" end of file (Ctrl-D) returns to Tcl", exitmsg="")
+    return ""
 
 
 def resolve(name):
@@ -224,10 +236,11 @@ def add_py_ensemble(interp):
     for kind, function in (("call", resolve), ("eval", resolve), ("exec", dedent_block)):
         interp.create_py_command(f"::py::{kind}", kind, function)
     interp.create_command("::py::import", py_import)
+    interp.create_command("::py::interact", py_interact)
     scope.add_commands(interp)
     # ::py::release is the bridge's own (it deletes the handle's command).
     interp.eval("namespace eval ::py {namespace ensemble create"
-                " -subcommands {call eval exec import keep release scope}}")
+                " -subcommands {call eval exec import interact keep release scope}}")
     interp.compile_ensemble("::py")
 
 
