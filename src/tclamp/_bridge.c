@@ -109,6 +109,7 @@ typedef struct {
     int known;                  /* thread exit handler registered */
     int ending_normally;        /* the thread's own end, not thread::exit */
     PyObject *new_handles;      /* handles made by the conversion under way */
+    int holding;                /* keeps the GIL while in Tcl: tohil is here */
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
 } ThreadBridge;
@@ -131,6 +132,7 @@ typedef struct {
     int ensured;                /* took the GIL through PyGILState */
     PyGILState_STATE gil;
     InterpState *saved;
+    PyThreadState *swapped;     /* tohil's, while we run (see keep_gil) */
 } Entry;
 
 static void state_hold(InterpState *s);
@@ -171,6 +173,16 @@ enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
     }
     e->restored = NULL;
     e->ensured = 0;
+    e->swapped = NULL;
+    /* Holding the GIL, and called from tohil's subinterpreter: this
+       thread's own state, in the main interpreter, for the while.  (Not
+       PyGILState_Check: a subinterpreter turns it off.) */
+    if (t->holding) {
+        PyThreadState *mine = PyGILState_GetThisThreadState();
+        PyThreadState *current = PyThreadState_Swap(mine);
+        if (current != mine)
+            e->swapped = current;
+    }
     if (t->parked != NULL) {
         e->restored = t->parked;
         t->parked = NULL;
@@ -199,21 +211,29 @@ leave(Entry *e)
         state_unhold(t->current);
     t->depth--;
     t->current = e->saved;
-    if (e->restored != NULL)
+    if (e->restored != NULL && !t->holding)
         t->parked = PyEval_SaveThread();
     else if (e->ensured)
         PyGILState_Release(e->gil);
+    if (e->swapped != NULL)
+        PyThreadState_Swap(e->swapped);
     if (t->depth == 0)
         atomic_fetch_sub(&entries_active, 1);
 }
 
-/* Runs Tcl code from Python with the GIL released. */
+/* Runs Tcl code from Python with the GIL released (kept while holding;
+   a parked state taken back for good means holding began inside). */
 #define WITHOUT_GIL(statement) do {                 \
-        PyThreadState *saved_ = here.parked;        \
-        here.parked = PyEval_SaveThread();          \
-        statement;                                  \
-        PyEval_RestoreThread(here.parked);          \
-        here.parked = saved_;                       \
+        if (here.holding) {                         \
+            statement;                              \
+        } else {                                    \
+            PyThreadState *saved_ = here.parked;    \
+            here.parked = PyEval_SaveThread();      \
+            statement;                              \
+            if (here.parked != NULL)                \
+                PyEval_RestoreThread(here.parked);  \
+            here.parked = saved_;                   \
+        }                                           \
     } while (0)
 
 /* Tcl's stdout is buffered and Python's is not when Tcl hosts: writing out
@@ -3267,9 +3287,22 @@ bridge_at_python_exit(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* tohil, loaded into a Tcl interpreter of this thread, runs Python without
+   taking the GIL: from now on this thread keeps the GIL, with its own
+   thread state, whenever it is in Tcl, as tohil itself does (so other
+   threads run Python only while this one does). */
+static PyObject *
+bridge_keep_gil(PyObject *module, PyObject *unused)
+{
+    here.holding = 1;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef bridge_methods[] = {
     {"configure", bridge_configure, METH_VARARGS,
      "configure(TclError, describe_error, shutdown_steps): set by tclamp on import"},
+    {"keep_gil", bridge_keep_gil, METH_NOARGS,
+     "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
     {"current", bridge_current, METH_NOARGS,
      "the Interp whose Tcl command is running Python in this thread, or None"},
     {"at_python_exit", bridge_at_python_exit, METH_NOARGS,
@@ -3373,8 +3406,11 @@ close_python(int may_finalize)
     int others = atomic_load(&entries_active) - (t->depth > 0);
     if (t->depth > 0)           /* frames below us keep __main__ and their locals */
         shutdown_step(STEP_FLUSH_FILES);
+    /* A subinterpreter that another extension made and left (tohil's) makes
+       Py_FinalizeEx abort the process: then Python is left as it is. */
+    int subinterpreters = PyInterpreterState_Next(PyInterpreterState_Head()) != NULL;
     if (may_finalize && others == 0 && atomic_load(&abandoned_threads) == 0
-            && !shutdown_step(STEP_OTHER_THREADS)) {
+            && !subinterpreters && !shutdown_step(STEP_OTHER_THREADS)) {
         Py_FinalizeEx();
         return;
     }

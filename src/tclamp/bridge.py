@@ -229,6 +229,15 @@ def tcl_boolean(word):
         raise ValueError(f'expected boolean value but got "{word}"') from None
 
 
+def before_load(command, operation):
+    """Tcl's `load` is about to run `command` (an execution trace): tohil's
+    library, which calls Python without taking the GIL, gets a thread that
+    keeps it (see keep_gil in _bridge.c).  add_py_ensemble does the same
+    where tohil came first."""
+    if re.search("tohil", command, re.IGNORECASE):
+        _bridge.keep_gil()
+
+
 def add_py_ensemble(interp):
     # call, eval and exec are the bridge's C commands (they run every time a
     # script uses Python); import is here.  exec's function dedents its
@@ -237,6 +246,10 @@ def add_py_ensemble(interp):
         interp.create_py_command(f"::py::{kind}", kind, function)
     interp.create_command("::py::import", py_import)
     interp.create_command("::py::interact", py_interact)
+    interp.create_command("::tclamp::before_load", before_load)
+    interp.eval("trace add execution ::load enter ::tclamp::before_load")
+    if interp.eval("info commands ::tohil::eval"):     # tohil came first
+        _bridge.keep_gil()
     scope.add_commands(interp)
     # ::py::release is the bridge's own (it deletes the handle's command).
     interp.eval("namespace eval ::py {namespace ensemble create"
