@@ -5,7 +5,7 @@ Each command is a declaration; commands.py registers them all in one loop.
 import torch
 
 from . import _bridge
-from .arguments import Command, Param, Signature, is_flag, tcl_boolean
+from .arguments import MIXED, Command, Param, Signature, is_flag, tcl_boolean
 from .errors import UsageError
 
 DEVICES = ("cuda", "cpu")     # the seed's, and the ones autocast_status lists
@@ -136,6 +136,9 @@ class BlockSignature:
             raise UsageError("USAGE", BLOCK_USAGE)
         *options, body = args
         if options and not is_flag(options[0]):
+            mixed = next(filter(is_flag, options), None)
+            if mixed is not None:
+                raise UsageError("MIXED_ARGUMENTS", MIXED.format(mixed), mixed)
             raise UsageError("USAGE", BLOCK_USAGE)
         values = BLOCK_OPTIONS.parse(options)
         values["body"] = body
