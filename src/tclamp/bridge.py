@@ -86,7 +86,8 @@ def parents(module_name):
     return {".".join(parts[:n]) for n in range(1, len(parts) + 1)}
 
 
-_LEADING_SPACE = re.compile(r"[ \t]*")
+# The indentation of each line that is not blank, as textwrap reads lines.
+_INDENTS = re.compile(r"^([ \t]*)[^ \t\n]", re.MULTILINE)
 
 
 def dedent_block(text):
@@ -94,8 +95,7 @@ def dedent_block(text):
     non-blank lines share (textwrap.dedent's rule), so that a block indented
     inside a proc runs; lines stay where they were, so error line numbers
     are the block's own.  Text with no common margin is returned as it is."""
-    margins = [_LEADING_SPACE.match(line).group()
-               for line in text.splitlines() if line.strip()]
+    margins = _INDENTS.findall(text)
     if not margins or not os.path.commonprefix(margins):
         return text
     return textwrap.dedent(text)
