@@ -1153,6 +1153,30 @@ keep_in_flight(PyObject *value, Tcl_Obj *code)
     PyErr_Clear();
     if (is_usage)
         return;
+    /* Kept, it must not keep what its finished frames held (a model's
+       tensors, an object whose __del__ is due): their locals are cleared,
+       as traceback.clear_frames does, along the chain of causes. */
+    PyObject *traceback = PyImport_ImportModule("traceback");
+    PyObject *exc = value;
+    for (int depth = 0; traceback != NULL && exc != NULL && exc != Py_None && depth < 64;
+         depth++) {
+        PyObject *tb = PyException_GetTraceback(exc);
+        if (tb != NULL) {
+            PyObject *done = PyObject_CallMethod(traceback, "clear_frames", "O", tb);
+            Py_XDECREF(done);
+            Py_DECREF(tb);
+        }
+        PyObject *next = PyException_GetCause(exc);
+        if (next == NULL)
+            next = PyException_GetContext(exc);
+        if (exc != value)
+            Py_DECREF(exc);
+        exc = next;
+    }
+    if (exc != value)
+        Py_XDECREF(exc);
+    Py_XDECREF(traceback);
+    PyErr_Clear();
     Py_XSETREF(t->in_flight, Py_NewRef(value));
     Tcl_IncrRefCount(code);
     if (t->in_flight_code != NULL)
@@ -3409,6 +3433,10 @@ close_python(int may_finalize)
     /* A subinterpreter that another extension made and left (tohil's) makes
        Py_FinalizeEx abort the process: then Python is left as it is. */
     int subinterpreters = PyInterpreterState_Next(PyInterpreterState_Head()) != NULL;
+    /* The exception kept for its Tcl error goes too, and what its frames
+       hold (its errorCode value stays: Tcl may be gone). */
+    Py_CLEAR(t->in_flight);
+    t->in_flight_code = NULL;
     if (may_finalize && others == 0 && atomic_load(&abandoned_threads) == 0
             && !subinterpreters && !shutdown_step(STEP_OTHER_THREADS)) {
         Py_FinalizeEx();
