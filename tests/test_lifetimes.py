@@ -140,8 +140,8 @@ def test_sizes_past_tcl_8_6s_limit():
         del big
         try:
             print(tclamp.tcl.eval('string length [py eval {"a" * (2**31)}]'))
-        except tclamp.TclError as e:
-            print(e.result)
+        except OverflowError as e:      # the Python exception comes back as itself
+            print(f"{type(e).__name__}: {e}")
         print(tclamp.tcl.eval("string length [py eval {'a' * 1000}]"))
     """)
     if TCL9:

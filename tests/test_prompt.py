@@ -273,3 +273,40 @@ def test_plain_interactive_tclsh_prints_the_version(tmp_path):
     child.expect_exact("% ")
     child.sendline("exit")
     child.expect(pexpect.EOF)
+
+
+def test_torch_is_in_main_at_the_prompt(prompt):
+    assert run(prompt, "py eval {torch.ones(3).sum().item()}") == "3.0"
+
+
+def test_scripts_and_package_require_leave_main_alone(tmp_path):
+    """Only the prompt imports torch into __main__: a script run by tclamp
+    and a plain tclsh's package require do not."""
+    script = tmp_path / "s.tcl"
+    script.write_text("package require tclamp\nputs [py eval {'torch' in globals()}]\n")
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp", str(script)],
+                               capture_output=True, text=True, cwd=tmp_path)
+    by_tclsh = subprocess.run(["tclsh", str(script)], capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    assert (by_tclamp.stdout, by_tclsh.stdout) == ("0\n", "0\n")
+
+
+def test_py_interact_at_the_prompt_returns_at_end_of_file(prompt):
+    prompt.sendline("py interact")
+    prompt.expect_exact("end of file (Ctrl-D) returns to Tcl")
+    prompt.expect_exact(">>> ")
+    prompt.sendline("answer = torch.tensor(6) * 7")
+    prompt.expect_exact(">>> ")
+    prompt.sendeof()
+    prompt.expect_exact("% ")
+    assert run(prompt, "py eval {answer.item()}") == "42"
+
+
+def test_py_interact_in_a_tclsh_script_reads_stdin(tmp_path):
+    script = tmp_path / "s.tcl"
+    script.write_text("package require tclamp\npy exec {x = 5}\n"
+                      "puts \"result: [list [py interact]]\"\nputs \"y: [py eval y]\"\n")
+    r = subprocess.run(["tclsh", str(script)], input="y = x * 2\nprint('in', y)\n",
+                       capture_output=True, text=True, cwd=tmp_path, env=tcl_env())
+    assert r.stdout == ">>> >>> in 10\n>>> result: {}\ny: 10\n"     # prompts, as Python writes them
+    assert "end of file (Ctrl-D) returns to Tcl" in r.stderr

@@ -145,7 +145,7 @@ def test_commands_match_the_oracle(interp, command, camel, args, start):
 
 # How many words follow the kind in a usage error's errorCode.
 DETAILS = {"USAGE": 0, "MISSING_VALUE": 1, "MISSING_ARGUMENT": 1, "INVALID_VALUE": 2,
-           "INVALID_HANDLE": 2, "UNKNOWN_OPTION": 2}
+           "INVALID_HANDLE": 2, "UNKNOWN_OPTION": 2, "MIXED_ARGUMENTS": 1}
 
 
 FP32_SETTINGS = [("generic", "all"), ("cuda", "all"), ("cuda", "matmul"), ("cuda", "conv"),
@@ -185,7 +185,7 @@ def test_other_commands_fail_cleanly(interp, command, args):
                 for i in range(int(interp.call("llength", error.errorcode)))]
         assert code[0] == "TCLAMP", (args, error.result, error.errorcode)
         assert len(code) == 2 + DETAILS[code[1]], code
-        if code[1] in ("MISSING_VALUE", "UNKNOWN_OPTION"):
+        if code[1] in ("MISSING_VALUE", "UNKNOWN_OPTION", "MIXED_ARGUMENTS"):
             assert code[2] in args
         elif code[1] != "USAGE":
             assert code[2].startswith("-")

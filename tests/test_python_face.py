@@ -51,11 +51,36 @@ def test_usage_error_from_python():
     assert info.value.errorcode == "TCLAMP USAGE"
 
 
-def test_python_error_inside_tcl_comes_back():
-    with pytest.raises(TclError) as info:
+def test_python_error_inside_tcl_comes_back_as_itself():
+    with pytest.raises(ValueError, match=r"invalid literal for int\(\) with base 10: 'x'"):
         tcl.eval("py eval {int('x')}")
-    assert info.value.errorcode == "PYTHON ValueError {invalid literal for int() with base 10: 'x'}"
-    assert "Python traceback" in info.value.errorinfo
+    # Tcl saw it as a Tcl error, with its details
+    assert tcl.eval("catch {py eval {int('x')}} m o; dict get $o -errorcode") == \
+        "PYTHON ValueError {invalid literal for int() with base 10: 'x'}"
+    assert "Python traceback" in tcl.eval("dict get $o -errorinfo")
+
+
+def test_python_exception_through_tcl_is_the_same_object():
+    """A KeyError raised in Python, carried by a Tcl error through a proc
+    and a catch that throws it on, is caught in Python as itself."""
+    raised = KeyError("k1")
+
+    def fail():
+        raise raised
+    sys.modules["__main__"].__dict__["fail"] = fail
+    tcl.eval("proc pass_on {} { if {[catch {py call fail} m o]} { return -options $o $m } }")
+    with pytest.raises(KeyError) as info:
+        tcl.eval("pass_on")
+    assert info.value is raised
+    assert info.value.__traceback__ is not None
+    # a Tcl error of the script's own, after catching it, is a TclError
+    with pytest.raises(TclError) as info:
+        tcl.eval("catch {py call fail}; error other {} {MINE 1}")
+    assert (info.value.result, info.value.errorcode) == ("other", "MINE 1")
+    # the torch:: commands' usage errors stay TclError, with their errorCode
+    with pytest.raises(TclError) as info:
+        tcl.eval("torch::autocast_enable nowhere")
+    assert info.value.errorcode == "TCLAMP INVALID_VALUE -device_type nowhere"
 
 
 def test_tcl_error_through_python_and_back_keeps_errorcode():

@@ -111,9 +111,8 @@ def test_py_eval_from_python_sees_main_changes(interp):
         assert interp.call("py", "call", "speed_probe") == "function"
     finally:
         del __main__.speed_probe
-    with pytest.raises(TclError) as info:
-        interp.call("py", "eval", "speed_probe + 1")
-    assert info.value.result == "NameError: name 'speed_probe' is not defined"
+    with pytest.raises(NameError, match="name 'speed_probe' is not defined"):
+        interp.call("py", "eval", "speed_probe + 1")      # the exception itself
 
 
 @pytest.mark.parametrize("text", ["a\0b", "\0", "x\U0001F600y", "\U0001F600\0\U0001F601",

@@ -100,6 +100,9 @@ typedef struct {
     int known;                  /* thread exit handler registered */
     int ending_normally;        /* the thread's own end, not thread::exit */
     PyObject *new_handles;      /* handles made by the conversion under way */
+    int holding;                /* keeps the GIL while in Tcl: tohil is here */
+    PyObject *in_flight;        /* the exception the last Python error came from, */
+    Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
 } ThreadBridge;
 static _Thread_local ThreadBridge here;
 
@@ -120,6 +123,7 @@ typedef struct {
     int ensured;                /* took the GIL through PyGILState */
     PyGILState_STATE gil;
     InterpState *saved;
+    PyThreadState *swapped;     /* tohil's, while we run (see keep_gil) */
 } Entry;
 
 static void state_hold(InterpState *s);
@@ -160,6 +164,16 @@ enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
     }
     e->restored = NULL;
     e->ensured = 0;
+    e->swapped = NULL;
+    /* Holding the GIL, and called from tohil's subinterpreter: this
+       thread's own state, in the main interpreter, for the while.  (Not
+       PyGILState_Check: a subinterpreter turns it off.) */
+    if (t->holding) {
+        PyThreadState *mine = PyGILState_GetThisThreadState();
+        PyThreadState *current = PyThreadState_Swap(mine);
+        if (current != mine)
+            e->swapped = current;
+    }
     if (t->parked != NULL) {
         e->restored = t->parked;
         t->parked = NULL;
@@ -188,21 +202,29 @@ leave(Entry *e)
         state_unhold(t->current);
     t->depth--;
     t->current = e->saved;
-    if (e->restored != NULL)
+    if (e->restored != NULL && !t->holding)
         t->parked = PyEval_SaveThread();
     else if (e->ensured)
         PyGILState_Release(e->gil);
+    if (e->swapped != NULL)
+        PyThreadState_Swap(e->swapped);
     if (t->depth == 0)
         atomic_fetch_sub(&entries_active, 1);
 }
 
-/* Runs Tcl code from Python with the GIL released. */
+/* Runs Tcl code from Python with the GIL released (kept while holding;
+   a parked state taken back for good means holding began inside). */
 #define WITHOUT_GIL(statement) do {                 \
-        PyThreadState *saved_ = here.parked;        \
-        here.parked = PyEval_SaveThread();          \
-        statement;                                  \
-        PyEval_RestoreThread(here.parked);          \
-        here.parked = saved_;                       \
+        if (here.holding) {                         \
+            statement;                              \
+        } else {                                    \
+            PyThreadState *saved_ = here.parked;    \
+            here.parked = PyEval_SaveThread();      \
+            statement;                              \
+            if (here.parked != NULL)                \
+                PyEval_RestoreThread(here.parked);  \
+            here.parked = saved_;                   \
+        }                                           \
     } while (0)
 
 /* Tcl's stdout is buffered and Python's is not when Tcl hosts: writing out
@@ -856,7 +878,9 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
     if (len > (Tcl_Size)sizeof(HANDLE_PREFIX) - 1
             && memcmp(s, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1) == 0
             && owner != NULL && owner->handles != NULL) {
-        PyObject *key = PyUnicode_FromStringAndSize(s, len);
+        /* Decoded as every text is (NUL, surrogates): a text that names
+           no handle is then the str it would be anyway. */
+        PyObject *key = str_from_tcl(obj);
         if (key == NULL)
             return NULL;
         PyObject *found = PyDict_GetItemWithError(owner->handles, key);
@@ -867,9 +891,9 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
         }
         if (!PyErr_Occurred() && is_handle_name(s, len))
             foreign_handle_error(key);
-        Py_DECREF(key);
         if (PyErr_Occurred())
-            return NULL;
+            Py_CLEAR(key);
+        return key;
     }
     return str_from_tcl(obj);
 }
@@ -946,6 +970,71 @@ tcl_error_code(PyObject *value)
     return code;
 }
 
+/* A Python exception that became a Tcl error is kept (one per thread, the
+   latest) with the errorCode value Tcl carries: when that same value comes
+   back to Python, the error is still the exception's, which raise_tcl_error
+   raises again, itself.  The torch:: commands' usage errors and TclErrors
+   come back as TclError, as their errorCode says. */
+static void
+keep_in_flight(PyObject *value, Tcl_Obj *code)
+{
+    ThreadBridge *t = &here;
+    if (python_exception_is(value, TclErrorType))
+        return;
+    PyObject *errors = PyImport_ImportModule("tclamp.errors");
+    PyObject *usage_type = errors ? PyObject_GetAttrString(errors, "UsageError") : NULL;
+    int is_usage = python_exception_is(value, usage_type);
+    Py_XDECREF(usage_type);
+    Py_XDECREF(errors);
+    PyErr_Clear();
+    if (is_usage)
+        return;
+    /* Kept, it must not keep what its finished frames held (a model's
+       tensors, an object whose __del__ is due): their locals are cleared,
+       as traceback.clear_frames does, along the chain of causes. */
+    PyObject *traceback = PyImport_ImportModule("traceback");
+    PyObject *exc = value;
+    for (int depth = 0; traceback != NULL && exc != NULL && exc != Py_None && depth < 64;
+         depth++) {
+        PyObject *tb = PyException_GetTraceback(exc);
+        if (tb != NULL) {
+            PyObject *done = PyObject_CallMethod(traceback, "clear_frames", "O", tb);
+            Py_XDECREF(done);
+            Py_DECREF(tb);
+        }
+        PyObject *next = PyException_GetCause(exc);
+        if (next == NULL)
+            next = PyException_GetContext(exc);
+        if (exc != value)
+            Py_DECREF(exc);
+        exc = next;
+    }
+    if (exc != value)
+        Py_XDECREF(exc);
+    Py_XDECREF(traceback);
+    PyErr_Clear();
+    Py_XSETREF(t->in_flight, Py_NewRef(value));
+    Tcl_IncrRefCount(code);
+    if (t->in_flight_code != NULL)
+        Tcl_DecrRefCount(t->in_flight_code);
+    t->in_flight_code = code;
+}
+
+/* The kept exception, if `code` is its errorCode value (a new reference,
+   and it is kept no more); else NULL. */
+static PyObject *
+take_in_flight(Tcl_Obj *code)
+{
+    ThreadBridge *t = &here;
+    if (t->in_flight == NULL || code == NULL || code != t->in_flight_code)
+        return NULL;
+    PyObject *value = t->in_flight;
+    t->in_flight = NULL;
+    Tcl_DecrRefCount(t->in_flight_code);
+    t->in_flight_code = NULL;
+    return value;
+}
+
 /* The pending Python exception becomes the Tcl outcome (an error, or the
    code a TclError carries); returns that code. */
 static int
@@ -979,6 +1068,8 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         describe_in_c(value, &message, &code);
     }
     int rc = tcl_error_code(value);
+    if (rc == TCL_ERROR && value != NULL)
+        keep_in_flight(value, code);
     Py_XDECREF(value);
     Tcl_SetObjResult(interp, message);
     if (rc == TCL_ERROR) {
@@ -1032,6 +1123,20 @@ raise_tcl_error(Tcl_Interp *interp, int code)
 {
     Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
     Tcl_IncrRefCount(options);
+    if (code == TCL_ERROR) {    /* a Python exception's own error, back */
+        Tcl_Obj *key = Tcl_NewStringObj("-errorcode", -1), *errorcode = NULL;
+        Tcl_IncrRefCount(key);
+        Tcl_DictObjGet(NULL, options, key, &errorcode);
+        Tcl_DecrRefCount(key);
+        PyObject *original = take_in_flight(errorcode);
+        if (original != NULL) {
+            Tcl_DecrRefCount(options);
+            Tcl_ResetResult(interp);
+            PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(original)), original,
+                          PyException_GetTraceback(original));
+            return NULL;
+        }
+    }
     if (code == TCL_BREAK || code == TCL_CONTINUE) {
         Tcl_SetObjResult(interp, Tcl_ObjPrintf("invoked \"%s\" outside of a loop",
                                                code == TCL_BREAK ? "break" : "continue"));
@@ -1777,7 +1882,7 @@ compile_source(PyObject *text, int mode)
 
 /* The code object for `source` (a new reference). */
 static PyObject *
-compiled_code(InterpState *owner, Tcl_Obj *source, int mode)
+compiled_code(InterpState *owner, Tcl_Obj *source, int mode, PyObject *prepare)
 {
     PyObject *code = python_rep_of(source, mode);
     if (code != NULL)
@@ -1794,7 +1899,11 @@ compiled_code(InterpState *owner, Tcl_Obj *source, int mode)
     if (code != NULL) {
         Py_INCREF(code);
     } else if (!PyErr_Occurred()) {
-        code = compile_source(text, mode);
+        /* `prepare` (py exec's dedent) gives the text to compile; the
+           cache keeps the source as written. */
+        PyObject *prepared = prepare ? PyObject_CallOneArg(prepare, text) : Py_NewRef(text);
+        code = prepared ? compile_source(prepared, mode) : NULL;
+        Py_XDECREF(prepared);
         if (code != NULL && PyUnicode_GET_LENGTH(text) <= CACHE_MAX_CHARS)
             cache_put(*cache, text, code, CODE_CACHE_SIZE);
     }
@@ -1872,7 +1981,8 @@ run_source(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[], i
     flush_tcl_stdout();
     lifetime_enter(&cmd->life);
     release_unused_objects();
-    PyObject *code = compiled_code(cmd->owner, objv[1], mode);
+    PyObject *code = compiled_code(cmd->owner, objv[1], mode,
+                                   mode == RUN_EXEC ? cmd->callable : NULL);
     PyObject *value = code ? run_code(code, mode) : NULL;
     Py_XDECREF(code);
     return py_command_done(cmd, interp, value, &e);
@@ -1975,18 +2085,49 @@ call_name(Command *cmd, Tcl_Obj *word, PyObject *parts, PyObject **args, Py_ssiz
     return value;
 }
 
+#define NONE_WORD "::py::None"    /* py call's default -nonevalue */
+
+/* An argument of py call that is the None word is None (tohil's rule). */
+static PyObject *
+none_if_none_word(PyObject *arg)
+{
+    if (arg != NULL && PyUnicode_Check(arg)
+            && PyUnicode_GET_LENGTH(arg) == (Py_ssize_t)sizeof(NONE_WORD) - 1
+            && PyUnicode_CompareWithASCIIString(arg, NONE_WORD) == 0)
+        Py_SETREF(arg, Py_NewRef(Py_None));
+    return arg;
+}
+
+/* py call -kwlist ... (a first word that starts with "-", which no Python
+   name does): bridge.call_with_options parses the options and calls. */
+static PyObject *
+call_with_options(Command *cmd, int objc, Tcl_Obj *const objv[])
+{
+    PyObject *bridge = PyImport_ImportModule("tclamp.bridge");
+    PyObject *function = bridge ? PyObject_GetAttrString(bridge, "call_with_options") : NULL;
+    Py_XDECREF(bridge);
+    PyObject *args = function ? args_to_python(cmd->owner, objc - 1, objv + 1, NULL) : NULL;
+    PyObject *value = args ? PyObject_Call(function, args, NULL) : NULL;
+    Py_XDECREF(args);
+    Py_XDECREF(function);
+    return value;
+}
+
 static int
 py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     Command *cmd = cd;
     if (objc < 2)
-        return wrong_args(interp, "py call callable ?arg ...?");
+        return wrong_args(interp, "py call ?-kwlist list? ?-nonevalue word? ?-types list? "
+                          "?-kwtypes dict? callable ?arg ...?");
     Entry e;
     if (enter(&e, cmd->owner, interp) < 0)
         return TCL_ERROR;
     flush_tcl_stdout();
     lifetime_enter(&cmd->life);
     release_unused_objects();
+    if (Tcl_GetString(objv[1])[0] == '-')
+        return py_command_done(cmd, interp, call_with_options(cmd, objc, objv), &e);
     /* The callable: a dotted name, or the object of a handle. */
     PyObject *parts = python_rep_of(objv[1], CALL_NAME), *target = NULL;
     if (parts != NULL) {
@@ -2002,7 +2143,8 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
         PyErr_NoMemory();
     if (args != NULL && (parts != NULL || target != NULL)) {
         for (; converted < nargs; converted++) {
-            args[converted + 2] = arg_to_python(cmd->owner, objv[converted + 2], NULL);
+            args[converted + 2] = none_if_none_word(
+                arg_to_python(cmd->owner, objv[converted + 2], NULL));
             if (args[converted + 2] == NULL)
                 break;
         }
@@ -2468,6 +2610,25 @@ Interp_release(InterpObject *self, PyObject *obj)
     return PyLong_FromLong(1);
 }
 
+/* What a word passes to Python as, in this interpreter: a live handle's
+   object, else the str (py call's -kwlist values and list items). */
+static PyObject *
+Interp_argument(InterpObject *self, PyObject *word)
+{
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    if (!PyUnicode_Check(word))
+        return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(word)->tp_name);
+    Tcl_Obj *obj = tcl_from_str(word);
+    if (obj == NULL)
+        return NULL;
+    Tcl_IncrRefCount(obj);
+    PyObject *value = arg_to_python(s, obj, NULL);
+    Tcl_DecrRefCount(obj);
+    return value;
+}
+
 /* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask. */
 static PyObject *
 Interp_cancel(InterpObject *self, PyObject *unused)
@@ -2505,6 +2666,8 @@ static PyMethodDef Interp_methods[] = {
      "create_py_command(name, kind, resolve): py call, eval or exec (kind) as a Tcl command"},
     {"release", (PyCFunction)Interp_release, METH_O,
      "release(obj) -> int: delete the object handle of obj (1 if it had one)"},
+    {"argument", (PyCFunction)Interp_argument, METH_O,
+     "argument(word): what the word passes to Python as (a live handle's object, else the str)"},
     {"delete", (PyCFunction)Interp_delete, METH_NOARGS, "delete the Tcl interpreter"},
     {NULL}
 };
@@ -2848,9 +3011,22 @@ bridge_at_python_exit(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* tohil, loaded into a Tcl interpreter of this thread, runs Python without
+   taking the GIL: from now on this thread keeps the GIL, with its own
+   thread state, whenever it is in Tcl, as tohil itself does (so other
+   threads run Python only while this one does). */
+static PyObject *
+bridge_keep_gil(PyObject *module, PyObject *unused)
+{
+    here.holding = 1;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef bridge_methods[] = {
     {"configure", bridge_configure, METH_VARARGS,
      "configure(TclError, describe_error, shutdown_steps): set by tclamp on import"},
+    {"keep_gil", bridge_keep_gil, METH_NOARGS,
+     "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
     {"current", bridge_current, METH_NOARGS,
      "the Interp whose Tcl command is running Python in this thread, or None"},
     {"at_python_exit", bridge_at_python_exit, METH_NOARGS,
@@ -2964,8 +3140,15 @@ close_python(int may_finalize)
     int others = atomic_load(&entries_active) - (t->depth > 0);
     if (t->depth > 0)           /* frames below us keep __main__ and their locals */
         shutdown_step(STEP_FLUSH_FILES);
+    /* A subinterpreter that another extension made and left (tohil's) makes
+       Py_FinalizeEx abort the process: then Python is left as it is. */
+    int subinterpreters = PyInterpreterState_Next(PyInterpreterState_Head()) != NULL;
+    /* The exception kept for its Tcl error goes too, and what its frames
+       hold (its errorCode value stays: Tcl may be gone). */
+    Py_CLEAR(t->in_flight);
+    t->in_flight_code = NULL;
     if (may_finalize && others == 0 && atomic_load(&abandoned_threads) == 0
-            && !shutdown_step(STEP_OTHER_THREADS)) {
+            && !subinterpreters && !shutdown_step(STEP_OTHER_THREADS)) {
         closing = 0;            /* finalizing runs no more of our steps */
         Py_FinalizeEx();
         return;

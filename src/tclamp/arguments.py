@@ -2,22 +2,28 @@
 
 A command takes its parameters either positionally, in declared order, or,
 when the first argument starts with "-", as flag/value pairs in any order
-(the last of a repeated flag wins).  Every failure raises UsageError with
-the command's documented text before anything is changed.
+(the last of a repeated flag wins).  The two forms do not mix: a -name
+word after a positional one is an error that names it (`MIXED_ARGUMENTS`),
+except for the seed's commands, whose messages are fixed (there it is a
+value like any other).  Every failure raises UsageError with the command's
+documented text before anything is changed.
 
 The errorCode names what was wrong after the kind: `INVALID_VALUE`,
 `INVALID_HANDLE` and `UNKNOWN_OPTION` add the option and its value,
 `MISSING_VALUE` the option left without one, `MISSING_ARGUMENT` the absent
-parameter.  An option is named as the call wrote it; a positional argument
+parameter, `MIXED_ARGUMENTS` the first -name word after a positional one.  An option is named as the call wrote it; a positional argument
 by its parameter's first flag (`-device_type`).  `USAGE` adds nothing: no
 one word is at fault.
 """
 from dataclasses import dataclass, field
 
+from .bridge import tcl_boolean  # noqa: F401  (the converters' boolean: Tcl's own)
 from .errors import UsageError
 
 REQUIRED = object()
 MISSING_VALUE = "Missing value for parameter"
+MIXED = ('Named argument {} after positional ones: give every argument as a -name value'
+         ' pair, or every one positionally')
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class Signature:
     missing: tuple = ("", "")     # a required value absent: (positional, named)
     check: object = None          # values -> None, or (parameter name, message)
                                   # for values that are valid alone, not together
+    seed_messages: bool = False   # the seed fixes every message: no mixed-form error
     by_flag: dict = field(init=False, compare=False)
     flag_list: str = field(init=False, compare=False)
     positional: tuple = field(init=False, compare=False)
@@ -74,6 +81,9 @@ class Signature:
                     raise self.unknown(args[i], args[i + 1])
                 words[param.name], flags[param.name] = args[i + 1], args[i]
         else:
+            mixed = None if self.seed_messages else next(filter(is_flag, args), None)
+            if mixed is not None:
+                raise UsageError("MIXED_ARGUMENTS", MIXED.format(mixed), mixed)
             if len(args) > len(self.positional):
                 raise UsageError("USAGE", self.usage)
             words = dict(zip(self.positional, args))
@@ -120,6 +130,9 @@ class BodySignature:
             raise UsageError("USAGE", self.options.usage)
         *options, body = args
         if options and not is_flag(options[0]):
+            mixed = next(filter(is_flag, options), None)
+            if mixed is not None:
+                raise UsageError("MIXED_ARGUMENTS", MIXED.format(mixed), mixed)
             raise UsageError("USAGE", self.options.usage)
         values = self.options.parse(options)
         values[self.body] = body
@@ -141,20 +154,6 @@ def is_flag(word):
     except ValueError:
         return True
     return False
-
-
-TCL_BOOLEANS = {"1": True, "0": False, "true": True, "false": False, "yes": True,
-                "no": False, "on": True, "off": False}
-
-
-def tcl_boolean(word):
-    """A Tcl boolean word (1/0, true/false, yes/no, on/off; any case)."""
-    if not isinstance(word, str):
-        raise ValueError(word)
-    try:
-        return TCL_BOOLEANS[word.lower()]
-    except KeyError:
-        return int(word) != 0
 
 
 def number_between(low, high):

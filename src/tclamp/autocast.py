@@ -7,7 +7,7 @@ import torch
 from . import _bridge
 from .arguments import BodySignature, Command, Param, Signature, tcl_boolean
 
-DEVICES = ("cuda", "cpu")
+DEVICES = ("cuda", "cpu")     # the seed's, and the ones autocast_status lists
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 # Every dtype torch has, by name, so a dtype set from Python still reads well.
 DTYPE_NAMES = {value: str(value).removeprefix("torch.")
@@ -17,13 +17,32 @@ INVALID_PARAMETERS = ("Invalid parameters. Device type: cuda or cpu. "
                       "Dtype: float16, bfloat16, or float32")
 INVALID_DEVICE = "Invalid device type. Use cuda or cpu"
 
-DEVICE = Param("device_type", ("-device_type", "-device"), default="cuda", choices=DEVICES)
+
+
+def autocast_device(word):
+    """A device type that torch's autocast runs on: cuda and cpu, and every
+    other one torch.amp.is_autocast_available names (mps, xpu, hpu, ...);
+    a bare type, without an index.  ValueError for any other word."""
+    if not isinstance(word, str) or ":" in word:
+        raise ValueError(word)
+    try:
+        available = torch.amp.is_autocast_available(word)
+    except RuntimeError:            # torch knows no such device type
+        available = False
+    if not available:
+        raise ValueError(word)
+    return word
+
+
+DEVICE = Param("device_type", ("-device_type", "-device"), default="cuda",
+               convert=autocast_device)
 DTYPE = Param("dtype", ("-dtype", "-data_type"), default=None, choices=DTYPES)
 REQUIRED_DTYPE = Param("dtype", ("-dtype", "-data_type"), choices=DTYPES)
 
 
 def device_only(command):
-    return Signature((DEVICE,), f"Usage: torch::{command} [device_type]", INVALID_DEVICE)
+    return Signature((DEVICE,), f"Usage: torch::{command} [device_type]", INVALID_DEVICE,
+                     seed_messages=True)
 
 
 def set_dtype_steps(device_type, dtype):
@@ -116,7 +135,7 @@ def plan_block(body, **options):
 COMMANDS = (
     Command("autocast_enable", "autocastEnable",
             Signature((DEVICE, DTYPE), "Usage: torch::autocast_enable [device_type] [dtype]",
-                      INVALID_PARAMETERS),
+                      INVALID_PARAMETERS, seed_messages=True),
             plan_enable),
     Command("autocast_disable", "autocastDisable", device_only("autocast_disable"), plan_disable),
     Command("autocast_is_enabled", "autocastIsEnabled", device_only("autocast_is_enabled"),
@@ -125,7 +144,8 @@ COMMANDS = (
             Signature((REQUIRED_DTYPE, DEVICE), "Usage: torch::autocast_set_dtype dtype [device_type]",
                       INVALID_PARAMETERS,
                       ("Missing required dtype parameter",
-                       "Missing required dtype parameter. Valid dtypes: float16, bfloat16, float32")),
+                       "Missing required dtype parameter. Valid dtypes: float16, bfloat16, float32"),
+                      seed_messages=True),
             plan_set_dtype),
     Command("autocast_get_dtype", "autocastGetDtype", device_only("autocast_get_dtype"),
             plan_get_dtype),
@@ -133,7 +153,7 @@ COMMANDS = (
             Signature((), "Usage: torch::autocast_clear_cache"), plan_clear_cache),
     Command("autocast_status", "autocastStatus",
             Signature((Param("device_type", ("-device_type", "-device"), default=None,
-                             choices=DEVICES),),
+                             convert=autocast_device),),
                       "Usage: torch::autocast_status [device_type]", INVALID_DEVICE),
             plan_status),
     Command("autocast", "autocast", BodySignature(BLOCK_OPTIONS), plan_block),

@@ -5,14 +5,18 @@ live object handle (the C bridge looks those up).
 """
 import atexit
 import builtins
+import code
 import gc
 import importlib
 import io
+import os
+import re
 import sys
+import textwrap
 import threading
 
 from . import _bridge, scope
-from .errors import UsageError
+from .errors import TclError, UsageError
 
 
 def _main_namespace():
@@ -32,6 +36,17 @@ def py_import(*args):
     top = name.partition(".")[0]
     _main_namespace()[top] = sys.modules[top]
     return name
+
+
+def py_interact(*args):
+    """py interact: Python's own prompt, reading stdin, in __main__ (where
+    py eval and py exec run), until end of file; then back to Tcl."""
+    if args:
+        raise _wrong_args("py interact")
+    console = code.InteractiveConsole(_main_namespace(), filename="<py interact>")
+    console.interact(banner=f"Python {sys.version.split()[0]} in __main__;"
+                            f" end of file (Ctrl-D) returns to Tcl", exitmsg="")
+    return ""
 
 
 def resolve(name):
@@ -71,16 +86,174 @@ def parents(module_name):
     return {".".join(parts[:n]) for n in range(1, len(parts) + 1)}
 
 
+# The indentation of each line that is not blank, as textwrap reads lines.
+_INDENTS = re.compile(r"^([ \t]*)[^ \t\n]", re.MULTILINE)
+
+
+def dedent_block(text):
+    """py exec's source without the leading whitespace that all its
+    non-blank lines share (textwrap.dedent's rule), so that a block indented
+    inside a proc runs; lines stay where they were, so error line numbers
+    are the block's own.  Text with no common margin is returned as it is."""
+    margins = _INDENTS.findall(text)
+    if not margins or not os.path.commonprefix(margins):
+        return text
+    return textwrap.dedent(text)
+
+
+NONE_WORD = "::py::None"
+CALL_USAGE = ("py call ?-kwlist list? ?-nonevalue word? ?-types list? ?-kwtypes dict?"
+              " callable ?arg ...?")
+TYPE_WORDS = ("str", "int", "float", "bool", "name", "list", "dict")
+
+
+def call_with_options(*words):
+    """py call with options before the callable (the C command comes here
+    when its first word starts with "-"): tohil's -kwlist and -nonevalue,
+    and the -types and -kwtypes that say what a word becomes in Python.
+    words are as the C bridge converts them: a live handle's object, else str.
+    Everything is checked before anything is called."""
+    options = {"-kwlist": "", "-nonevalue": NONE_WORD, "-types": "", "-kwtypes": ""}
+    i = 0
+    while i < len(words) and isinstance(words[i], str) and words[i].startswith("-"):
+        if words[i] not in options:
+            raise UsageError("UNKNOWN_OPTION",
+                             f'bad option "{words[i]}": must be -kwlist, -nonevalue,'
+                             f' -types or -kwtypes', words[i])
+        if i + 2 >= len(words):             # the value, and then the callable
+            raise _wrong_args(CALL_USAGE)
+        options[words[i]] = words[i + 1]
+        i += 2
+    if i == len(words):
+        raise _wrong_args(CALL_USAGE)
+    target, args = words[i], words[i + 1:]
+    interp = tcl.interp
+    none_word = _text_option(options, "-nonevalue")
+    types = [_parse_type(interp, t) for t in _tcl_list(interp, _text_option(options, "-types"))]
+    if len(types) == 1:
+        types *= len(args)
+    elif types and len(types) != len(args):
+        raise UsageError("USAGE", f"-types gives {len(types)} types for {len(args)}"
+                         f" argument{'' if len(args) == 1 else 's'}")
+    kw_words = _tcl_list(interp, _text_option(options, "-kwlist"))
+    if len(kw_words) % 2:
+        raise UsageError("USAGE", "-kwlist must be a list of name value pairs")
+    kw_names = kw_words[0::2]
+    kw_types = _tcl_list(interp, _text_option(options, "-kwtypes"))
+    if len(kw_types) % 2:
+        raise UsageError("USAGE", "-kwtypes must be a list of name type pairs")
+    kw_type_of = {}
+    for name, word in zip(kw_types[0::2], kw_types[1::2]):
+        if name not in kw_names:
+            raise UsageError("USAGE", f'-kwtypes names "{name}", which -kwlist does not')
+        kw_type_of[name] = _parse_type(interp, word)
+    positional = [_typed(interp, arg, types[n] if types else None, none_word, f"argument {n + 1}")
+                  for n, arg in enumerate(args)]
+    keywords = {}
+    for name, word in zip(kw_names, kw_words[1::2]):
+        keywords[name] = _typed(interp, interp.argument(word), kw_type_of.get(name), none_word,
+                                f"keyword {name}")
+    function = resolve(target) if isinstance(target, str) else target
+    return function(*positional, **keywords)
+
+
+def _text_option(options, name):
+    value = options[name]
+    if not isinstance(value, str):
+        raise UsageError("INVALID_VALUE", f"{name} takes a word, not a py object handle",
+                         name)
+    return value
+
+
+def _tcl_list(interp, text):
+    """A Tcl list's words, as str (Tcl's own parsing and its error)."""
+    try:
+        return interp.call("lrange", text, 0, "end", result=list)
+    except ValueError as error:
+        raise UsageError("INVALID_VALUE", str(error)) from None
+
+
+def _parse_type(interp, word):
+    """A type word: str, int, float, bool, name, or `list ?type?` and
+    `dict ?type?` whose items are of that type (str by default)."""
+    parts = _tcl_list(interp, word)
+    if (len(parts) == 1 and parts[0] in TYPE_WORDS
+            or len(parts) == 2 and parts[0] in ("list", "dict")):
+        item = _parse_type(interp, parts[1]) if len(parts) == 2 else None
+        return (parts[0], item)
+    raise UsageError("INVALID_VALUE", f'unknown type "{word}": must be str, int, float, bool,'
+                     f' name, list ?type? or dict ?type?', word)
+
+
+def _typed(interp, word, kind, none_word, what):
+    """What `word` becomes as type `kind` (None: str, or a handle's object);
+    the None word is None whatever the type.  A handle's object passes as
+    it is."""
+    if not isinstance(word, str):
+        return word
+    if word == none_word:
+        return None
+    name, item = kind or ("str", None)
+    if name == "str":
+        return word
+    if name == "name":
+        return resolve(word)
+    try:
+        if name == "int":
+            return interp.call("string", "cat", word, result=int)
+        if name == "float":
+            return interp.call("string", "cat", word, result=float)
+        if name == "bool":
+            return tcl_boolean(word)
+        if name == "list":
+            return [_typed(interp, interp.argument(w), item, none_word, what)
+                    for w in interp.call("lrange", word, 0, "end", result=list)]
+        pairs = interp.call("dict", "get", word, result=list)
+        return {key: _typed(interp, interp.argument(value), item, none_word, what)
+                for key, value in zip(pairs[0::2], pairs[1::2])}
+    except (ValueError, TclError) as error:
+        message = error.result if isinstance(error, TclError) else str(error)
+        raise UsageError("INVALID_VALUE", f"{what}: {message}", word) from None
+
+
+def tcl_boolean(word):
+    """A word as Tcl reads a boolean (true/false, yes/no, on/off and their
+    prefixes, in any case, or any number): asked of Tcl itself, whose `!`
+    reads its operand as Tcl_GetBooleanFromObj does.  ValueError if it is
+    none (a handle's object is none either)."""
+    if not isinstance(word, str):
+        raise ValueError(word)
+    try:
+        return tcl.call("::tcl::mathop::!", word, result=int) == 0
+    except TclError:
+        raise ValueError(f'expected boolean value but got "{word}"') from None
+
+
+def before_load(command, operation):
+    """Tcl's `load` is about to run `command` (an execution trace): tohil's
+    library, which calls Python without taking the GIL, gets a thread that
+    keeps it (see keep_gil in _bridge.c).  add_py_ensemble does the same
+    where tohil came first."""
+    if re.search("tohil", command, re.IGNORECASE):
+        _bridge.keep_gil()
+
+
 def add_py_ensemble(interp):
     # call, eval and exec are the bridge's C commands (they run every time a
-    # script uses Python); import is here.
-    for kind in ("call", "eval", "exec"):
-        interp.create_py_command(f"::py::{kind}", kind, resolve)
+    # script uses Python); import is here.  exec's function dedents its
+    # source; call's resolves the names it cannot look up itself.
+    for kind, function in (("call", resolve), ("eval", resolve), ("exec", dedent_block)):
+        interp.create_py_command(f"::py::{kind}", kind, function)
     interp.create_command("::py::import", py_import)
+    interp.create_command("::py::interact", py_interact)
+    interp.create_command("::tclamp::before_load", before_load)
+    interp.eval("trace add execution ::load enter ::tclamp::before_load")
+    if interp.eval("info commands ::tohil::eval"):     # tohil came first
+        _bridge.keep_gil()
     scope.add_commands(interp)
     # ::py::release is the bridge's own (it deletes the handle's command).
     interp.eval("namespace eval ::py {namespace ensemble create"
-                " -subcommands {call eval exec import keep release scope}}")
+                " -subcommands {call eval exec import interact keep release scope}}")
 
 
 _thread_interp = threading.local()

@@ -19,7 +19,7 @@ import socket
 import sys
 import threading
 
-from .errors import TclError
+from .errors import TclError, describe_error
 
 HISTORY = os.path.expanduser("~/.tclamp_history")
 RC_FILE = os.path.expanduser("~/.tclamprc")
@@ -87,6 +87,13 @@ class Evaluator:
             self.running, self.canceled = True, False
         try:
             return self.interp.eval(script)
+        except TclError:
+            raise
+        except Exception as error:
+            # A Python exception comes back as itself (docs/py.md); the
+            # prompt reports it as the Tcl error it was.
+            raise TclError(describe_error(error)[0], self.interp.eval("set ::errorCode"),
+                           self.interp.eval("set ::errorInfo")) from error
         finally:
             with self.lock:
                 self.running = False
@@ -207,6 +214,9 @@ def source(evaluator, path):
 
 def interact(interp, traceback):
     evaluator = Evaluator(interp)
+    # The banner names torch: at the prompt (not in scripts) it is there.
+    import torch
+    sys.modules["__main__"].__dict__.setdefault("torch", torch)
     interp.call("set", "tcl_interactive", 1)
     interp.call("set", "tcl_rcFileName", RC_FILE)
     print(banner(interp))

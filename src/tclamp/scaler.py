@@ -8,7 +8,7 @@ import torch
 
 from . import _bridge
 from .arguments import Command, Param, Signature, number_between, positive_int, tcl_boolean
-from .autocast import DEVICES, INVALID_DEVICE
+from .autocast import INVALID_DEVICE, autocast_device
 from .bridge import tcl
 from .errors import TclError, UsageError
 
@@ -165,7 +165,7 @@ COMMANDS = (
                        Param("growth_interval", flags("growth_interval", "growthInterval"), 2000,
                              convert=positive_int,
                              invalid="Invalid growth_interval: must be a positive integer"),
-                       Param("device", ("-device", "-device_type"), None, choices=DEVICES,
+                       Param("device", ("-device", "-device_type"), None, convert=autocast_device,
                              invalid=INVALID_DEVICE, named_only=True),
                        Param("enabled", ("-enabled",), True, convert=tcl_boolean,
                              invalid="Invalid boolean for -enabled", named_only=True)),

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The wheel as a user gets it: built here for the Python of the Debian 13
+# root's version, installed with pip into a venv of the root's own Python
+# (another build of that version), then `package require tclamp` and a
+# bfloat16 matmul under autocast in the root's tclsh9.0 and tclsh8.6, both
+# finding the one index that `tclamp install-tcl` writes.
+#     tools/wheel-check.sh ROOT PYTHON3.13     (make matrix runs it as "wheel")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$1 python=$2
+rm -rf dist
+tools/wheels.sh "$python"
+wheel=$(ls dist/tclamp-*.whl)
+venv=/var/tmp/tclamp-wheel-venv
+rm -rf "$root$venv" "$root/tmp/tclamp-wheel"
+mkdir -p "$root/tmp/tclamp-wheel"
+cp "$wheel" "$root/tmp/tclamp-wheel/"
+cat > "$root/tmp/tclamp-wheel/check.tcl" <<'TCL'
+package require tclamp
+torch::autocast_enable cpu bfloat16
+py exec {import torch; product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))}
+puts "Tcl [info patchlevel]: [py eval {str(product.dtype)}]"
+TCL
+tools/trixie-root.sh "$root" run sh -ec "
+    python3 -m venv $venv
+    $venv/bin/pip install -q /tmp/tclamp-wheel/$(basename "$wheel")
+    $venv/bin/tclamp install-tcl /usr/local/lib/tcltk/tclamp >/dev/null
+    for tclsh in tclsh9.0 tclsh8.6; do \$tclsh /tmp/tclamp-wheel/check.tcl; done"
