@@ -128,7 +128,9 @@ class BuildWithIndex(build_py):
         spec = importlib.util.spec_from_file_location("pkgindex", ROOT / "src/tclamp/pkgindex.py")
         pkgindex = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(pkgindex)
-        index = Path(self.build_lib) / "tclamp" / "pkgIndex.tcl"
+        # An editable install runs the package from src: the index goes there.
+        package = ROOT / "src" if getattr(self, "editable_mode", False) else Path(self.build_lib)
+        index = package / "tclamp" / "pkgIndex.tcl"
         index.write_text(pkgindex.index_text(
             VERSION, "beside the package (tclamp --tcl-dir prints this directory)"))
 

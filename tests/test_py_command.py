@@ -23,7 +23,7 @@ def outcome(i, script):
         return ("error", e.result)
 
 
-USAGE = {"call": 'wrong # args: should be "py call callable ?arg ...?"',
+USAGE = {"call": 'wrong # args: should be "py call ?-kwlist list? ?-nonevalue word? ?-types list? ?-kwtypes dict? callable ?arg ...?"',
          "eval": 'wrong # args: should be "py eval expression"',
          "exec": 'wrong # args: should be "py exec code"'}
 
@@ -41,12 +41,11 @@ def test_usage_and_errorinfo_compiled(interp, sub):
 
 
 def test_errorstack_names_the_call(interp):
-    """Compiled to a direct call, the innermost frame of -errorstack is the
-    call with its words (through the ensemble it read just
-    `invokeReplace`): documented in docs/py.md."""
+    """The innermost frame of -errorstack is the call with its words, as
+    Tcl's ensemble gives it: documented in docs/py.md."""
     interp.eval("proc p {} { py call nosuch_name }")
     assert interp.eval("catch p m o; dict get $o -errorstack") == \
-        "INNER {invokeStk1 ::py::call nosuch_name} CALL p"
+        "INNER {invokeStk1 py call nosuch_name} CALL p"
 
 
 def test_errorstack_names_only_py_words(interp):
@@ -87,7 +86,7 @@ def test_rename_delete_alias_hide(interp):
     assert interp.eval("p") == "3"
     interp.eval("rename ::py::call ::elsewhere; proc q {} {::elsewhere len ab}")
     assert interp.eval("q") == "2"
-    assert outcome(interp, "p") == ("error", 'invalid command name "::py::call"')
+    assert outcome(interp, "p") == ("error", 'invalid command name "call"')
     interp.eval("rename ::elsewhere ::py::call")
     interp.eval("interp alias {} ::py::call2 {} ::py::call")
     assert interp.eval("proc r {} {::py::call2 len abcd}; r") == "4"
@@ -106,7 +105,7 @@ def test_traces_see_the_same_words(interp):
     interp.eval("set ::log {}; proc p {} { py call len abc }; p")
     interp.eval("trace add execution py enter {apply {{c op} {lappend ::log $c}}}")
     interp.eval("trace add execution ::py::call enter {apply {{c op} {lappend ::log $c}}}")
-    assert interp.eval("p; set ::log") == "{py call len abc} {::py::call len abc}"
+    assert interp.eval("p; set ::log") == "{py call len abc} {call len abc}"
 
 
 def test_procs_namespaces_coroutines_tailcall_expand(interp):

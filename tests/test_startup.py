@@ -43,9 +43,10 @@ def test_one_version_everywhere(tclsh):
     # Compiled into the bridge (and so into its loader), and written into
     # the package indexes only when they are generated.
     assert tclamp._bridge.VERSION == VERSION
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
-    assert not [name for name in tracked if name.endswith("pkgIndex.tcl")]
+    if (ROOT / ".git").exists():        # not in make matrix's copies
+        tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True,
+                                 text=True, check=True).stdout.split()
+        assert not [name for name in tracked if name.endswith("pkgIndex.tcl")]
     written = [path for path in [ROOT / "pyproject.toml", ROOT / "setup.py",
                                  *ROOT.glob("src/tclamp/*.py"), *ROOT.glob("src/tclamp/*.tcl"),
                                  *ROOT.glob("src/tclamp/*.[ch]")] if VERSION in path.read_text()]

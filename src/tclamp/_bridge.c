@@ -2735,6 +2735,8 @@ release_command_deleted(ClientData cd)
 }
 
 /* Give `interp` the bridge: the py ensemble's C part, then tclamp._attach. */
+static void wrap_exit(Tcl_Interp *interp);
+
 static InterpObject *
 attach(Tcl_Interp *interp, int python_owned)
 {
@@ -2766,6 +2768,7 @@ attach(Tcl_Interp *interp, int python_owned)
         return NULL;
     }
     Py_DECREF(r);
+    wrap_exit(interp);
     /* The one place tclamp is provided, with the version compiled in. */
     Tcl_PkgProvideEx(interp, "tclamp", TCLAMP_VERSION, NULL);
     return self;
@@ -2901,22 +2904,29 @@ guard_python_thread(void)
 }
 
 static void close_python(int may_finalize);
+static void close_python_for_exit(int may_finalize);
 static pthread_t closer;                /* the thread that closes Python */
 static int closing;                     /* ... while it runs its steps */
 static int shutdown_step(int i);
 
-/* Every end of Tcl comes here, on the thread that ends it: `exit`
-   (Tcl_Exit runs the exit handlers) or an embedder's Tcl_Finalize.  Python
-   is closed first, while Tcl can still serve what its atexit handlers ask:
-   finalized where that is safe when Tcl hosts it, else atexit runs and
-   everything written is flushed.  Tcl runs each exit handler once; a
-   second thread that ends the process meanwhile finds close_python at
-   libc's exit and waits there for the first to end it.  (Tcl 9 keeps
-   Tcl_SetExitProc for applications, so an extension has exit handlers.) */
+/*
+ * The process ends in one of three ways, and Python is closed first in
+ * each (finalized where that is safe when Tcl hosts it, else atexit runs
+ * and everything written is flushed), on the thread that ends it:
+ *   - `exit` in an interpreter with tclamp: Tcl's own exit command is
+ *     wrapped, so Python closes while Tcl is whole (Python's atexit
+ *     handlers may still call Tcl), then Tcl exits as it would.  (Tcl 9
+ *     keeps Tcl_SetExitProc for applications, so an extension wraps.)
+ *   - Tcl_Exit from C, or `exit` in an interpreter without tclamp, or an
+ *     embedder's Tcl_Finalize: Tcl's exit handlers, tcl_exit_handler.
+ *   - libc's exit without either: close_python_at_process_exit.
+ * A second thread that ends the process meanwhile waits in close_python
+ * for the first to end it.
+ */
 static void
 tcl_exit_handler(ClientData unused)
 {
-    close_python(python_started_here);
+    close_python_for_exit(python_started_here);
     tcl_finalizing = 1;
 }
 
@@ -2928,6 +2938,59 @@ watch_tcl_exit(void)
         return;
     done = 1;
     Tcl_CreateExitHandler(tcl_exit_handler, NULL);
+}
+
+/* Tcl's own exit command, what an interpreter fresh from Tcl_CreateInterp
+   has (an application may have put a proc of its own in its place, which
+   may not exit at all: that one is left alone).  Set with the GIL held. */
+static Tcl_ObjCmdProc *tcl_exit_proc;
+
+typedef struct {
+    Tcl_CmdInfo tcl;            /* the command as Tcl made it */
+} WrappedExit;
+
+static int
+exit_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
+{
+    WrappedExit *w = cd;
+    int status;
+    /* Only an exit that will happen: Tcl reports bad arguments itself. */
+    if (objc == 1 || (objc == 2 && Tcl_GetIntFromObj(NULL, objv[1], &status) == TCL_OK))
+        close_python_for_exit(python_started_here);
+    return w->tcl.objProc(w->tcl.objClientData, interp, objc, objv);
+}
+
+static void
+exit_command_deleted(ClientData cd)
+{
+    WrappedExit *w = cd;
+    if (w->tcl.deleteProc != NULL)
+        w->tcl.deleteProc(w->tcl.deleteData);
+    Tcl_Free((char *)w);
+}
+
+static void
+wrap_exit(Tcl_Interp *interp)
+{
+    Tcl_CmdInfo info;
+    if (tcl_exit_proc == NULL) {
+        Tcl_Interp *fresh = Tcl_CreateInterp();
+        if (Tcl_GetCommandInfo(fresh, "::exit", &info))
+            tcl_exit_proc = info.objProc;
+        Tcl_DeleteInterp(fresh);
+    }
+    if (tcl_exit_proc == NULL || !Tcl_GetCommandInfo(interp, "::exit", &info)
+            || info.objProc != tcl_exit_proc)
+        return;
+    WrappedExit *w = (WrappedExit *)Tcl_AttemptAlloc(sizeof *w);
+    if (w == NULL)
+        return;
+    w->tcl = info;
+    info.objProc = exit_command;
+    info.objClientData = w;
+    info.deleteProc = exit_command_deleted;
+    info.deleteData = w;
+    Tcl_SetCommandInfo(interp, "::exit", &info);
 }
 
 static PyObject *
@@ -3158,11 +3221,11 @@ close_python(int may_finalize)
     closing = 0;
 }
 
-/* libc's exit: an embedder that never ended Tcl, a second thread that
-   called exit, or Python code that called exit while Python closes (then
-   what it wrote is flushed). */
+/* Python's end when the process ends, from whichever way it ends: Python
+   code that called exit while Python closes only has what it wrote
+   flushed (close_python is under way on this thread). */
 static void
-close_python_at_process_exit(void)
+close_python_for_exit(int may_finalize)
 {
     if (closing && pthread_equal(closer, pthread_self())) {
         if (here.parked != NULL) {
@@ -3172,7 +3235,15 @@ close_python_at_process_exit(void)
         shutdown_step(STEP_FLUSH_FILES);
         return;
     }
-    close_python(1);
+    close_python(may_finalize);
+}
+
+/* libc's exit: an embedder that never ended Tcl, or a second thread that
+   called exit while the first closes Python (it waits in close_python). */
+static void
+close_python_at_process_exit(void)
+{
+    close_python_for_exit(1);
 }
 
 static void
