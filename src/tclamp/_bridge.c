@@ -503,11 +503,9 @@ str_from_units(Tcl_Obj *obj)
     Tcl_Size n;
     Tcl_UniChar *u = Tcl_GetUnicodeFromObj(obj, &n);
     int order = PY_BIG_ENDIAN ? 1 : -1;         /* native; a BOM is a character */
-#if TCL_UTF_MAX > 3
-    return PyUnicode_DecodeUTF32((const char *)u, (Py_ssize_t)n * 4, "surrogatepass", &order);
-#else
-    return PyUnicode_DecodeUTF16((const char *)u, (Py_ssize_t)n * 2, "surrogatepass", &order);
-#endif
+    return UNITS_ARE_UTF16
+        ? PyUnicode_DecodeUTF16((const char *)u, (Py_ssize_t)n * 2, "surrogatepass", &order)
+        : PyUnicode_DecodeUTF32((const char *)u, (Py_ssize_t)n * 4, "surrogatepass", &order);
 }
 
 /* Long ASCII text is copied 64 bytes at a time, each block checked as it
@@ -590,25 +588,21 @@ tcl_from_units(PyObject *s)
     if (kind == (int)sizeof(Tcl_UniChar))
         return Tcl_NewUnicodeObj((const Tcl_UniChar *)data, (Tcl_Size)len);
     Py_ssize_t n = len;
-#if TCL_UTF_MAX <= 3
-    if (kind == PyUnicode_4BYTE_KIND) {     /* at most 2 * len: tcl_from_str checked */
+    if (UNITS_ARE_UTF16 && kind == PyUnicode_4BYTE_KIND) {  /* at most 2 * len: tcl_from_str checked */
         for (Py_ssize_t i = 0; i < len; i++)
             n += ((const Py_UCS4 *)data)[i] > 0xFFFF;
     }
-#endif
     Tcl_UniChar *units = PyMem_New(Tcl_UniChar, n ? n : 1);
     if (units == NULL)
         return (Tcl_Obj *)PyErr_NoMemory();
     Py_ssize_t j = 0;
     for (Py_ssize_t i = 0; i < len; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
-#if TCL_UTF_MAX <= 3
-        if (c > 0xFFFF) {
+        if (UNITS_ARE_UTF16 && c > 0xFFFF) {
             c -= 0x10000;
             units[j++] = (Tcl_UniChar)(0xD800 | (c >> 10));
             c = 0xDC00 | (c & 0x3FF);
         }
-#endif
         units[j++] = (Tcl_UniChar)c;
     }
     Tcl_Obj *obj = Tcl_NewUnicodeObj(units, (Tcl_Size)n);

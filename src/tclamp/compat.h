@@ -14,6 +14,10 @@ typedef int Tcl_Size;
 #  define TCL_SIZE_MAX INT_MAX
 #endif
 
+/* Tcl's code units (Tcl_UniChar): UTF-16 in Tcl 8.6, where a character
+   past U+FFFF is two surrogates; UTF-32 in Tcl 9. */
+#define UNITS_ARE_UTF16 (TCL_UTF_MAX <= 3)
+
 /* What Tcl_InitStubs is asked for: either Tcl, from the one source (the
    headers decide which stubs mechanism the binary speaks). */
 #define TCLAMP_TCL_VERSIONS "8.6-10"
