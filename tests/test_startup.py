@@ -49,7 +49,8 @@ def test_one_version_everywhere(tclsh):
         assert not [name for name in tracked if name.endswith("pkgIndex.tcl")]
     written = [path for path in [ROOT / "pyproject.toml", ROOT / "setup.py",
                                  *ROOT.glob("src/tclamp/*.py"), *ROOT.glob("src/tclamp/*.tcl"),
-                                 *ROOT.glob("src/tclamp/*.[ch]")] if VERSION in path.read_text()]
+                                 *ROOT.glob("src/tclamp/*.[ch]")]
+               if path.name != "pkgIndex.tcl" and VERSION in path.read_text()]
     assert written == []
 
 

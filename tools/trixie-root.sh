@@ -70,14 +70,19 @@ unmount_all() {
     done
 }
 
+# Each run mounts in a mount namespace of its own: its mounts go with it,
+# and the end of another run (another stack, another session) cannot
+# unmount them while it still runs.
 run_inside() {
     local m
-    trap unmount_all EXIT INT TERM
+    if [ -z "${TCLAMP_ROOT_NAMESPACE:-}" ]; then
+        TCLAMP_ROOT_NAMESPACE=1 exec unshare --mount --propagation private "$0" "$root" run "$@"
+    fi
     for m in "${mounts[@]}"; do
-        mountpoint -q "$root/$m" || mount --bind "/$m" "$root/$m"
+        mount --bind "/$m" "$root/$m"
     done
     copy_host_files
-    chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
+    exec chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         LANG=C.UTF-8 PIP_CERT=/etc/ssl/certs/ca-certificates.crt "$@"
 }
