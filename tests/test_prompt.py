@@ -250,6 +250,63 @@ def test_ctrl_c_ends_a_script_as_a_shell_reports_it(tmp_path):
     assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
 
 
+# Read from a pipe, tclsh prints no banner, prompt or result, only errors;
+# `gets stdin` in a command reads the line after it.
+PIPED = """gets stdin x
+hello
+puts got=$x
+puts interactive=$tcl_interactive
+proc twice {x} {
+    expr {2 * $x}
+}
+twice 21
+puts [twice 4]
+no_such_command
+puts "after the error"
+exit 3
+puts "not reached"
+"""
+
+
+def test_piped_stdin_is_read_as_tclsh_reads_it(tmp_path):
+    by_tclsh = subprocess.run(["tclsh"], input=PIPED, capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp"], input=PIPED,
+                               capture_output=True, text=True, cwd=tmp_path)
+    assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
+        (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == \
+        ("got=hello\ninteractive=0\n8\nafter the error\n",
+         'invalid command name "no_such_command"\n', 3)
+    # At its end the status is 0, after an error too.
+    r = subprocess.run([sys.executable, "-m", "tclamp"], input="puts a\nnosuch\n",
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert (r.stdout, r.returncode) == ("a\n", 0)
+
+
+def test_prompt_is_interactive(prompt):
+    assert run(prompt, "set tcl_interactive") == "1"
+
+
+def test_a_tcltest_suite_runs_its_files_in_tclamp(tmp_path):
+    """all.tcl's runAllTests runs each file in [info nameofexecutable], as
+    tclsh does: that must be a program with tclamp, so the files run."""
+    (tmp_path / "all.tcl").write_text(
+        "package require tcltest\n"
+        "tcltest::configure -testdir [file dirname [file normalize [info script]]]\n"
+        "tcltest::runAllTests\n")
+    (tmp_path / "a.test").write_text(
+        "package require tcltest\nnamespace import ::tcltest::*\npackage require tclamp\n"
+        "test dtype {} -body {torch::autocast_get_dtype cpu} -result bfloat16\n"
+        "test script-mode {} -body {set ::tcl_interactive} -result 0\n"
+        "test runner {} -body {file tail [info nameofexecutable]} -result tclamp\n"
+        "cleanupTests\n")
+    r = subprocess.run([sys.executable, "-m", "tclamp", "all.tcl"], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=300)
+    assert "all.tcl:\tTotal\t3\tPassed\t3\tSkipped\t0\tFailed\t0\n" in r.stdout, r.stdout
+    assert "Sourced 1 Test Files." in r.stdout
+    assert r.returncode == 0
+
+
 def test_a_script_named_install_tcl(tmp_path):
     (tmp_path / "install-tcl").write_text("puts [list ran $argv0 $argv]\n")
     for words in (["--", "install-tcl", "x"], ["./install-tcl", "x"]):

@@ -1,5 +1,9 @@
 """The tclamp prompt: a tclsh with tclamp loaded, for a terminal.
 
+When stdin is not a terminal, commands are read from it as tclsh reads
+them: through Tcl's own stdin (a script's `gets stdin` reads the next line),
+with no banner, prompt or result printed, and only an error's message.
+
 Line editing and history (~/.tclamp_history) come from readline; a command
 runs once Tcl says it is complete (`info complete`), so procs and braces
 can span lines.  Tab completes command and namespace names, the
@@ -14,10 +18,12 @@ import atexit
 import ctypes
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 
 from .errors import TclError
 
@@ -205,8 +211,66 @@ def source(evaluator, path):
         return False
 
 
+def runner():
+    """The tclamp program that is running, as an absolute path, or None:
+    [info nameofexecutable], which tcltest runs test files with."""
+    argv0 = Path(sys.argv[0])
+    candidates = [argv0] if argv0.name.startswith("tclamp") else []
+    candidates.append(Path(sys.executable).parent / "tclamp")
+    found = shutil.which("tclamp")
+    if found:
+        candidates.append(Path(found))
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate.absolute()
+    return None
+
+
+def name_executable(program):
+    """[info nameofexecutable] becomes `program` (tclsh's is its own path)."""
+    if program is not None:
+        ctypes.CDLL(None).Tcl_FindExecutable(os.fsencode(program))
+
+
+# Reads the next line of Tcl's stdin into ::tclamp::prompt::line: its
+# length, or -1 at the end.
+READ_LINE = "gets stdin ::tclamp::prompt::line"
+
+
+def read_commands(interp, evaluator):
+    """tclsh's loop for a stdin that is not a terminal: each complete
+    command runs as soon as its last line is read; an error prints its
+    message and the next command runs; the status is exit's code, else 0."""
+    interp.call("set", "tcl_interactive", 0)
+    buffer = ""
+    while evaluator.exit_code is None:
+        if interp.eval(READ_LINE) == "-1":
+            if buffer:
+                run_read(evaluator, buffer)
+            break
+        buffer += interp.call("set", "::tclamp::prompt::line") + "\n"
+        if interp.call("info", "complete", buffer) == "1":
+            script, buffer = buffer, ""
+            run_read(evaluator, script)
+    return evaluator.exit_code or 0
+
+
+def run_read(evaluator, script):
+    try:
+        evaluator.run(script)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+    except TclError as error:
+        if evaluator.interrupted:
+            print("interrupted", file=sys.stderr)
+        elif evaluator.exit_code is None:
+            print(error.result, file=sys.stderr)
+
+
 def interact(interp, traceback):
     evaluator = Evaluator(interp)
+    if not os.isatty(sys.stdin.fileno()):
+        return read_commands(interp, evaluator)
     interp.call("set", "tcl_interactive", 1)
     interp.call("set", "tcl_rcFileName", RC_FILE)
     print(banner(interp))
@@ -247,6 +311,7 @@ def run_script(interp, script, args):
     """tclsh's script mode; the exit status is exit's code, 1 after an
     error, and after Ctrl-C what a shell reports for a process it stopped."""
     evaluator = Evaluator(interp)
+    interp.call("set", "tcl_interactive", 0)
     interp.call("set", "argv0", script)
     interp.call("set", "argv", args)
     interp.call("set", "argc", len(args))
