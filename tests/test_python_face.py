@@ -29,6 +29,19 @@ def test_call_converts_arguments():
     assert tcl.call("expr", 2**100, "+", 1) == str(2**100 + 1)
 
 
+@pytest.mark.parametrize("number", [
+    2**63 - 1, 2**63, -2**63 - 1, 2**64 - 1, 2**64, -10**30,
+    10**(sys.get_int_max_str_digits() - 1), -10**(sys.get_int_max_str_digits() + 5)],
+    ids=["2**63-1", "2**63", "-2**63-1", "2**64-1", "2**64", "-10**30", "at-digit-limit",
+         "past-digit-limit"])
+def test_ints_of_any_size_come_back_as_ints(number):
+    assert tcl.call("set", "big", number, result=object) == number
+    assert tcl.call("list", number, 7, result=list) == [number, 7]
+    assert tcl.call("set", "big", result=object) == number     # what Tcl kept
+    assert type(tcl.call("set", "big", result=object)) is int
+    assert tcl.eval("expr {$big - 1}", result=int) == number - 1
+
+
 @pytest.mark.parametrize("text", ["a\0b", "héllo wörld", "\U0001F600 astral", "中文 ✓", ""])
 def test_strings_round_trip(text):
     assert tcl.call("set", "roundtrip", text) == text

@@ -894,6 +894,9 @@ to_tcl(InterpState *owner, PyObject *v)
         }
         Tcl_Obj *obj = tcl_from_str(digits);
         Py_DECREF(digits);
+        Tcl_WideInt unused;
+        if (obj != NULL)        /* Tcl reads the digits into a bignum (then finds it */
+            Tcl_GetWideIntFromObj(NULL, obj, &unused);   /* too wide): an int, not text */
         return obj;
     }
     if (PyFloat_Check(v))
