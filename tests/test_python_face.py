@@ -191,3 +191,50 @@ def test_interpreter_deleted_from_inside_its_own_eval():
     with pytest.raises(RuntimeError, match="deleted"):
         doomed.eval("set after")
     assert tcl.eval("expr {1 + 1}") == "2"
+
+
+def test_cancel_with_nothing_running_stops_nothing():
+    interp = tclamp.Interp()
+    interp.cancel()
+    threading.Thread(target=interp.cancel).start()
+    assert interp.eval("expr {6 * 7}") == "42"
+    timer = threading.Timer(0.3, interp.cancel)
+    timer.start()
+    with pytest.raises(TclError) as info:
+        interp.eval("while 1 {}")
+    assert (info.value.result, info.value.errorcode) == (
+        "eval unwound", "TCL CANCEL IUNWIND {eval unwound}")
+    assert interp.eval("expr {6 * 7}") == "42"
+
+
+def test_a_cancel_as_a_job_ends_never_stops_the_next():
+    """A watchdog whose timer fires just as its job ends."""
+    interp = tclamp.Interp()
+    stopped = 0
+    for n in range(300):
+        timer = threading.Timer(0.0005 * (n % 7), interp.cancel)
+        timer.start()
+        try:
+            interp.eval("after 1")
+        except TclError:
+            stopped += 1
+        timer.join()
+        assert interp.eval("set next ok") == "ok", f"job {n}"
+    assert 0 < stopped < 300
+
+
+def test_cancel_from_another_thread_while_the_interpreter_goes():
+    for _ in range(200):
+        interp = tclamp.Interp()
+        done = threading.Event()
+
+        def cancel_until_done(interp=interp):
+            while not done.is_set():
+                interp.cancel()
+
+        canceller = threading.Thread(target=cancel_until_done)
+        canceller.start()
+        interp.delete()
+        done.set()
+        canceller.join()
+        assert not interp.alive

@@ -266,6 +266,7 @@ struct InterpState {
     int refs;                   /* the interpreter, its commands and handles, the object */
     int busy;                   /* Tcl<->Python calls in progress */
     int delete_requested;       /* the Python object went; delete when idle */
+    int cancel_sent;            /* Interp.cancel stopped an evaluation (GIL) */
     PyObject *handles;          /* "::py::objN" -> object (the one reference) */
     PyObject *by_object;        /* id(object) -> name: one handle per object */
     PyObject *scripts;          /* Interp.eval: script str -> its Tcl value (capsule),
@@ -2481,10 +2482,27 @@ eval_result(Tcl_Interp *interp, int code, int want)
             flush_tcl_stdout(); /* before Python prints again */ \
     } while (0)
 
+/* A cancel that reached Tcl as its evaluation ended would stop the next
+   one: a command of its own takes it, and the interpreter's result and
+   error state are as they were. */
+static void
+drop_stale_cancel(InterpState *s)
+{
+    s->cancel_sent = 0;
+    Tcl_InterpState saved = Tcl_SaveInterpState(s->interp, TCL_OK);
+    Tcl_Obj *command = Tcl_NewStringObj("list", -1);
+    Tcl_IncrRefCount(command);
+    Tcl_EvalObjEx(s->interp, command, TCL_EVAL_GLOBAL);
+    Tcl_DecrRefCount(command);
+    Tcl_RestoreInterpState(s->interp, saved);
+}
+
 /* After Tcl ran: the caller's result is read; then deferred deletions. */
 static void
 tcl_done(InterpState *s)
 {
+    if (s->cancel_sent && s->busy == 1 && s->interp != NULL && !Tcl_InterpActive(s->interp))
+        drop_stale_cancel(s);       /* the outermost evaluation ended */
     state_unhold(s);
     run_pending_deletions();
 }
@@ -2756,13 +2774,21 @@ Interp_release(InterpObject *self, PyObject *obj)
     return PyLong_FromLong(1);
 }
 
-/* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask. */
+/* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask.
+   With nothing running it does nothing, so that no later evaluation is
+   stopped.  The GIL, held throughout, keeps the interpreter alive: Tcl
+   frees it only after interp_deleted, which takes the GIL, cleared
+   s->interp. */
 static PyObject *
 Interp_cancel(InterpObject *self, PyObject *unused)
 {
     InterpState *s = self->state;
-    if (s != NULL && s->interp != NULL)
+    /* busy: Python runs Tcl (a compiled loop may call no command, so Tcl
+       counts no level); active: Tcl runs a command of its own */
+    if (s != NULL && s->interp != NULL && (s->busy > 0 || Tcl_InterpActive(s->interp))) {
+        s->cancel_sent = 1;
         Tcl_CancelEval(s->interp, NULL, NULL, TCL_CANCEL_UNWIND);
+    }
     Py_RETURN_NONE;
 }
 

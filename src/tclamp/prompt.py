@@ -98,16 +98,6 @@ class Evaluator:
                 self.running = False
             ctypes.pythonapi.PyErr_CheckSignals()   # the handler of a Ctrl-C that cancelled
             self.interrupted, self.canceled = self.canceled, False
-            if self.interrupted:
-                self.drain()
-
-    def drain(self):
-        """A cancel that arrived as the script ended would stop the next
-        one; a command of its own takes it."""
-        try:
-            self.interp.eval("list")
-        except TclError:
-            pass
 
 
 def names(interp, kind, text):
