@@ -16,8 +16,16 @@ from conftest import ROOT, tcl_env
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 
 
+def python_buffered_env(**extra):
+    """The environment of a user's shell: this machine sets PYTHONUNBUFFERED,
+    which would hide what Python's buffers do."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update(extra)
+    return env
+
+
 def spawn(home, *args):
-    env = dict(os.environ, HOME=str(home), TERM="dumb")
+    env = python_buffered_env(HOME=str(home), TERM="dumb")
     child = pexpect.spawn(sys.executable, ["-m", "tclamp", *args], env=env, cwd=str(home),
                           encoding="utf-8", timeout=60, dimensions=(24, 200))
     child.expect_exact("exit or Ctrl-D to leave")
@@ -176,6 +184,16 @@ def test_ctrl_c_stops_a_tcl_loop_and_a_vwait(prompt):
     assert run(prompt, "expr {6 * 7}") == "42"          # the interpreter goes on
 
 
+def test_ctrl_c_in_python_code_under_catch_stops_the_command(prompt):
+    out, took = interrupt(prompt, "catch {py exec {while True: pass}}; puts {not reached}")
+    assert out == "^Cinterrupted" and took < 5
+    run(prompt, "set n 0")
+    out, took = interrupt(
+        prompt, "while 1 {incr n; catch {py exec {import time; time.sleep(0.01)}}}")
+    assert out == "^Cinterrupted" and took < 5
+    assert run(prompt, "expr {6 * 7}") == "42"
+
+
 def test_ctrl_c_at_the_prompt_drops_the_lines_typed(prompt):
     prompt.sendline("set unfinished {")
     prompt.expect_exact("> ")
@@ -305,6 +323,23 @@ def test_a_tcltest_suite_runs_its_files_in_tclamp(tmp_path):
     assert "all.tcl:\tTotal\t3\tPassed\t3\tSkipped\t0\tFailed\t0\n" in r.stdout, r.stdout
     assert "Sourced 1 Test Files." in r.stdout
     assert r.returncode == 0
+
+
+@pytest.mark.parametrize("body", ["catch {py exec {while True: pass}}",
+                                  "while 1 {catch {py exec {import time; time.sleep(0.01)}}}"],
+                         ids=["python-loop", "tcl-loop"])
+def test_ctrl_c_under_catch_ends_a_script(tmp_path, body):
+    (tmp_path / "caught.tcl").write_text(
+        f"puts started\nflush stdout\n{body}\nputs {{after the catch}}\n")
+    for _ in range(3):
+        child = subprocess.Popen([sys.executable, "-m", "tclamp", "caught.tcl"], cwd=tmp_path,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=python_buffered_env())
+        assert child.stdout.readline() == "started\n"
+        time.sleep(0.5)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+        assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
 
 
 def test_a_script_named_install_tcl(tmp_path):

@@ -48,11 +48,13 @@ class Evaluator:
     Both cancel the evaluation (Interp.cancel, Tcl_CancelEval), which any
     thread may do.  While Tcl runs it holds no GIL and runs no Python, so Python's
     own SIGINT handler would wait for it; a watcher thread hears the signal
-    through Python's wakeup fd instead."""
+    through Python's wakeup fd instead.  While Python code of the script runs,
+    the handler cancels before it raises KeyboardInterrupt there, so that a
+    `catch` around that code cannot go on."""
 
     def __init__(self, interp):
         self.interp = interp
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()   # the SIGINT handler may interrupt a holder
         self.running = False       # a script is being evaluated
         self.canceled = False      # ... and Ctrl-C cancelled it
         self.interrupted = False   # the last script was stopped by Ctrl-C
@@ -68,18 +70,23 @@ class Evaluator:
     def cancel(self):
         self.interp.cancel()
 
+    def cancel_running(self):
+        """Cancels the running script, once; whether one was running."""
+        with self.lock:
+            if self.running and not self.canceled:
+                self.canceled = True
+                self.cancel()
+            return self.running
+
     def watch(self, reader):
         while True:
             if signal.SIGINT in reader.recv(64):
-                with self.lock:
-                    if self.running and not self.canceled:
-                        self.canceled = True
-                        self.cancel()
+                self.cancel_running()
 
     def on_sigint(self, signum, frame):
         # Python code running inside the script (py exec), or the prompt
         # itself: stop it.  After a cancelled evaluation: nothing is left.
-        if self.running or not self.canceled:
+        if self.cancel_running() or not self.canceled:
             raise KeyboardInterrupt
 
     def exit(self, code):
