@@ -342,6 +342,18 @@ def test_ctrl_c_under_catch_ends_a_script(tmp_path, body):
         assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
 
 
+@pytest.mark.parametrize("output", ["pipe", "file", "terminal"])
+def test_a_script_keeps_the_written_order(tmp_path, output):
+    """Tcl's and Python's output, each with its own buffer, in the order the
+    script wrote it (PYTHONUNBUFFERED unset, as in a user's shell)."""
+    from test_hosts import written_output
+    (tmp_path / "order.tcl").write_text(
+        "puts 1\npy exec {print(2)}\nputs 3\npy exec {print(4, end='')}\nputs { and 4}\n"
+        "py exec {import tclamp; tclamp.tcl.eval('puts 5'); print(6)}\nputs 7\n")
+    command = [sys.executable, "-m", "tclamp", "order.tcl"]
+    assert written_output(command, output, tmp_path) == "1\n2\n3\n4 and 4\n5\n6\n7\n"
+
+
 def test_a_script_named_install_tcl(tmp_path):
     (tmp_path / "install-tcl").write_text("puts [list ran $argv0 $argv]\n")
     for words in (["--", "install-tcl", "x"], ["./install-tcl", "x"]):

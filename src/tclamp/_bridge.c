@@ -2478,8 +2478,7 @@ eval_result(Tcl_Interp *interp, int code, int want)
 #define RUN_TCL(s, statement) do {                  \
         state_hold(s);                              \
         WITHOUT_GIL(statement);                     \
-        if (python_started_here)                    \
-            flush_tcl_stdout(); /* before Python prints again */ \
+        flush_tcl_stdout(); /* before Python prints again */ \
     } while (0)
 
 /* A cancel that reached Tcl as its evaluation ended would stop the next
@@ -3094,6 +3093,96 @@ watch_tcl_exit(void)
         Tcl_SetExitProc(previous);
 }
 
+/* Python host: both Python's sys.stdout and Tcl's stdout buffer what is
+   written.  Tcl's is stacked with this channel, which writes out Python's
+   buffer before each write of Tcl's; Tcl's is written out before Python
+   runs (flush_tcl_stdout).  So the output keeps the order it was written
+   in, on a terminal, a pipe or a file. */
+typedef struct {
+    Tcl_Channel self;
+} OrderedStdout;
+
+static void
+flush_python_stdout(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *out = PySys_GetObject("stdout");     /* borrowed */
+    PyObject *done = out && out != Py_None ? PyObject_CallMethod(out, "flush", NULL) : NULL;
+    Py_XDECREF(done);
+    PyErr_Restore(type, value, tb);     /* a broken stream stops no Tcl output */
+}
+
+static int
+ordered_output(ClientData cd, const char *buf, int toWrite, int *errorCodePtr)
+{
+    OrderedStdout *o = cd;
+    if (PyGILState_Check()) {
+        flush_python_stdout();
+    } else {
+        Entry e;
+        if (enter(&e, NULL, NULL) == 0) {
+            flush_python_stdout();
+            leave(&e);
+        }
+    }
+    int written = Tcl_WriteRaw(Tcl_GetStackedChannel(o->self), buf, toWrite);
+    if (written < 0)
+        *errorCodePtr = Tcl_GetErrno();
+    return written;
+}
+
+static void
+ordered_watch(ClientData cd, int mask)
+{
+    Tcl_Channel below = Tcl_GetStackedChannel(((OrderedStdout *)cd)->self);
+    Tcl_ChannelWatchProc(Tcl_GetChannelType(below))(Tcl_GetChannelInstanceData(below), mask);
+}
+
+static int
+ordered_handle(ClientData cd, int direction, ClientData *handlePtr)
+{
+    return Tcl_GetChannelHandle(Tcl_GetStackedChannel(((OrderedStdout *)cd)->self),
+                                direction, handlePtr);
+}
+
+static int
+ordered_close(ClientData cd, Tcl_Interp *interp, int flags)
+{
+    if ((flags & (TCL_CLOSE_READ | TCL_CLOSE_WRITE)) == 0)
+        ckfree(cd);
+    return 0;
+}
+
+static int
+ordered_block_mode(ClientData cd, int mode)
+{
+    return 0;                   /* the channel below has its own */
+}
+
+static const Tcl_ChannelType ordered_stdout_type = {
+    "tclamp-ordered-stdout", TCL_CHANNEL_VERSION_5, TCL_CLOSE2PROC, NULL, ordered_output,
+    NULL, NULL, NULL, ordered_watch, ordered_handle, ordered_close, ordered_block_mode,
+    NULL, NULL, NULL, NULL, NULL
+};
+
+/* Once per thread (each has its own stdout channel). */
+static void
+order_stdout_with_python(Tcl_Interp *interp)
+{
+    static _Thread_local int ordered;
+    Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT);
+    if (ordered || out == NULL)
+        return;
+    ordered = 1;
+    OrderedStdout *o = (OrderedStdout *)ckalloc(sizeof(OrderedStdout));
+    o->self = Tcl_StackChannel(interp, &ordered_stdout_type, o, TCL_WRITABLE, out);
+    if (o->self == NULL) {      /* stdout is not writable: nothing to order */
+        ckfree(o);
+        Tcl_ResetResult(interp);
+    }
+}
+
 static PyObject *
 Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -3121,6 +3210,7 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Tcl_DeleteInterp(interp);
         return NULL;
     }
+    order_stdout_with_python(interp);
     return (PyObject *)attach(interp, 1);
 }
 
@@ -3501,5 +3591,7 @@ Tclamp_Init(Tcl_Interp *interp)
         Py_XDECREF(self);
     }
     leave(&e);
+    if (rc == TCL_OK && !python_started_here)   /* a Python program's Tcl (tkinter) */
+        order_stdout_with_python(interp);
     return rc;
 }
