@@ -1,5 +1,6 @@
 """tclamp with Python as the host: tclamp.tcl, Interp, TclError."""
 import gc
+import subprocess
 import sys
 import threading
 
@@ -238,3 +239,29 @@ def test_cancel_from_another_thread_while_the_interpreter_goes():
         done.set()
         canceller.join()
         assert not interp.alive
+
+
+@pytest.mark.parametrize("code, kind", [("raise KeyboardInterrupt", KeyboardInterrupt),
+                                        ("import sys; sys.exit(3)", SystemExit)])
+def test_ctrl_c_and_exit_under_tcl_come_back_as_themselves(code, kind):
+    """Not as TclError, which `except Exception` would swallow."""
+    with pytest.raises(kind) as info:
+        try:
+            tcl.eval(f"proc deep {{}} {{py exec {{{code}}}}}; deep")
+        except Exception:
+            pytest.fail("caught as an Exception")
+    if kind is SystemExit:
+        assert info.value.code == 3
+    # What Tcl catches stays caught: the next error is Tcl's own.
+    with pytest.raises(TclError) as info:
+        tcl.eval(f"catch {{py exec {{{code}}}}}; error plain")
+    assert info.value.result == "plain"
+
+
+def test_sys_exit_under_tcl_ends_a_python_program(tmp_path):
+    program = tmp_path / "exits.py"
+    program.write_text("import tclamp\ntclamp.tcl.eval('py exec {import sys; sys.exit(7)}')\n"
+                       "print('not reached')\n")
+    r = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
+                       timeout=120)
+    assert (r.stdout, r.stderr, r.returncode) == ("", "", 7)
