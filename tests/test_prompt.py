@@ -301,6 +301,22 @@ def test_piped_stdin_is_read_as_tclsh_reads_it(tmp_path):
     assert (r.stdout, r.returncode) == ("a\n", 0)
 
 
+@pytest.mark.parametrize("program", [["tclsh"], [sys.executable, "-m", "tclamp"]],
+                         ids=["tclsh", "tclamp"])
+def test_ctrl_c_while_waiting_for_piped_input_ends_the_program(tmp_path, program):
+    env = tcl_env()
+    env.pop("PYTHONUNBUFFERED", None)
+    child = subprocess.Popen(program, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    child.stdin.write("puts started\nflush stdout\n")
+    child.stdin.flush()
+    assert child.stdout.readline() == "started\n"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert (out, err, child.returncode) == ("", "", -signal.SIGINT)
+
+
 def test_prompt_is_interactive(prompt):
     assert run(prompt, "set tcl_interactive") == "1"
 

@@ -241,7 +241,7 @@ def read_commands(interp, evaluator):
     interp.call("set", "tcl_interactive", 0)
     buffer = ""
     while evaluator.exit_code is None:
-        if interp.eval(READ_LINE) == "-1":
+        if read_line(interp, evaluator) == "-1":
             if buffer:
                 run_read(evaluator, buffer)
             break
@@ -250,6 +250,18 @@ def read_commands(interp, evaluator):
             script, buffer = buffer, ""
             run_read(evaluator, script)
     return evaluator.exit_code or 0
+
+
+def read_line(interp, evaluator):
+    """READ_LINE, during which Ctrl-C ends the program as it ends a tclsh
+    waiting for input (killed by the signal), with everything written out."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        return interp.eval(READ_LINE)
+    finally:
+        signal.signal(signal.SIGINT, evaluator.on_sigint)
 
 
 def run_read(evaluator, script):
