@@ -173,3 +173,58 @@ def test_host_and_ending(host, ending, tmp_path):
     assert file_b.read_text() == "handle-data", report
     for bad in ("Fatal Python error", "Segmentation", "Traceback", "terminate called"):
         assert bad not in r.stderr, report
+
+
+# Python prints with its own buffer (PYTHONUNBUFFERED unset, as a user's
+# shell has it), Tcl with its own: the lines must come out 1 to 8 all the same.
+ORDER_HOSTS = {
+    "interp": ("import tclamp\n"
+               "interp = tclamp.Interp()\n"
+               "run = interp.eval\n"),
+    "tkinter": ("import tkinter\n"
+                "run = tkinter.Tcl().eval\n"
+                "run('package require tclamp')\n"),
+}
+ORDER_CODE = """\
+print(1)
+run("puts 2")
+print(3)
+run("puts -nonewline 4; py exec {print(5)}; puts 6")
+print(7, end="")
+run("puts { and 7}; py exec {print(8)}")
+"""
+IN_ORDER = "1\n2\n3\n45\n6\n7 and 7\n8\n"
+
+
+def order_env():
+    env = tcl_env(TCLAMP_PYTHON=sys.executable)
+    env.pop("PYTHONUNBUFFERED", None)
+    return env
+
+
+@pytest.mark.parametrize("output", ["pipe", "file", "terminal"])
+@pytest.mark.parametrize("host", list(ORDER_HOSTS))
+def test_python_hosts_keep_the_written_order(host, output, tmp_path):
+    program = tmp_path / "order.py"
+    program.write_text(ORDER_HOSTS[host] + ORDER_CODE)
+    assert written_output([sys.executable, str(program)], output, tmp_path) == IN_ORDER
+
+
+def written_output(command, output, directory):
+    """What `command` writes to stdout when stdout is a pipe, a file or a terminal."""
+    if output == "terminal":
+        import pexpect
+        child = pexpect.spawn(command[0], command[1:], env=order_env(), cwd=str(directory),
+                              encoding="utf-8", timeout=120)
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0, child.before
+        # the terminal writes \r\n for \n, and Tcl's tty channel \r\r\n
+        return child.before.replace("\r", "")
+    if output == "file":
+        with open(directory / "out.txt", "w") as out:
+            subprocess.run(command, stdout=out, env=order_env(), cwd=directory, check=True,
+                           timeout=120)
+        return (directory / "out.txt").read_text()
+    return subprocess.run(command, capture_output=True, text=True, env=order_env(),
+                          cwd=directory, check=True, timeout=120).stdout

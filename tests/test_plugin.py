@@ -383,3 +383,24 @@ def test_all_tcl_exits_1_when_a_file_fails_to_load_or_stops_early(tmp_path):
     assert "all.tcl:\tTotal\t4\tPassed\t4\tSkipped\t0\tFailed\t0\nRan 3 test files.\n" in r.stdout
     assert r.stdout.endswith(
         "Files with failing tests or no summary: broken.test, exit_in_case.test\n")
+
+
+def test_half_characters_in_names_and_reports_lose_nothing(tmp_path):
+    # Tcl 8.6 writes half a character as UTF-8 no strict decoder takes.
+    copy_cases(tmp_path, "half_characters.test")
+    r = subprocess.run(["tclsh", "half_characters.test"], cwd=tmp_path, capture_output=True,
+                       timeout=300)
+    assert b"half_characters.test:\tTotal\t4\tPassed\t2\tSkipped\t0\tFailed\t2" in r.stdout
+    result = run_pytest(tmp_path, "-rA", "--junitxml=junit.xml", "half_characters.test")
+    assert outcomes(result) == {"failed": 2, "passed": 2}
+    assert junit_cases(tmp_path / "junit.xml") == [
+        ("passes", "passed"), ("half-in-report", "failure"), ("half\\ud83d-name", "failure"),
+        ("whole-🚀-é", "passed")]
+    assert "---- Result was:\n\\ud83d\n----" in section(
+        result.stdout, "half_characters.test: half-in-report")
+    assert "---- Result was:\n\\ude80\n----" in section(
+        result.stdout, "half_characters.test: half\\ud83d-name")
+    assert "half of a rocket: \\ud83d\n" in result.stdout
+    # The name as pytest shows it selects the case.
+    again = run_pytest(tmp_path, "half_characters.test::half\\ud83d-name")
+    assert outcomes(again) == {"failed": 1}

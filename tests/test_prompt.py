@@ -16,8 +16,16 @@ from conftest import ROOT, TCLSH, tcl_env
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 
 
+def python_buffered_env(**extra):
+    """The environment of a user's shell: this machine sets PYTHONUNBUFFERED,
+    which would hide what Python's buffers do."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env.update(extra)
+    return env
+
+
 def spawn(home, *args):
-    env = dict(os.environ, HOME=str(home), TERM="dumb")
+    env = python_buffered_env(HOME=str(home), TERM="dumb")
     child = pexpect.spawn(sys.executable, ["-m", "tclamp", *args], env=env, cwd=str(home),
                           encoding="utf-8", timeout=60, dimensions=(24, 200))
     child.expect_exact("exit or Ctrl-D to leave")
@@ -176,6 +184,16 @@ def test_ctrl_c_stops_a_tcl_loop_and_a_vwait(prompt):
     assert run(prompt, "expr {6 * 7}") == "42"          # the interpreter goes on
 
 
+def test_ctrl_c_in_python_code_under_catch_stops_the_command(prompt):
+    out, took = interrupt(prompt, "catch {py exec {while True: pass}}; puts {not reached}")
+    assert out == "^Cinterrupted" and took < 5
+    run(prompt, "set n 0")
+    out, took = interrupt(
+        prompt, "while 1 {incr n; catch {py exec {import time; time.sleep(0.01)}}}")
+    assert out == "^Cinterrupted" and took < 5
+    assert run(prompt, "expr {6 * 7}") == "42"
+
+
 def test_ctrl_c_at_the_prompt_drops_the_lines_typed(prompt):
     prompt.sendline("set unfinished {")
     prompt.expect_exact("> ")
@@ -248,6 +266,108 @@ def test_ctrl_c_ends_a_script_as_a_shell_reports_it(tmp_path):
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=60)
     assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
+
+
+# Read from a pipe, tclsh prints no banner, prompt or result, only errors;
+# `gets stdin` in a command reads the line after it.
+PIPED = """gets stdin x
+hello
+puts got=$x
+puts interactive=$tcl_interactive
+proc twice {x} {
+    expr {2 * $x}
+}
+twice 21
+puts [twice 4]
+no_such_command
+puts "after the error"
+exit 3
+puts "not reached"
+"""
+
+
+def test_piped_stdin_is_read_as_tclsh_reads_it(tmp_path):
+    by_tclsh = subprocess.run(["tclsh"], input=PIPED, capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp"], input=PIPED,
+                               capture_output=True, text=True, cwd=tmp_path)
+    assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
+        (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == \
+        ("got=hello\ninteractive=0\n8\nafter the error\n",
+         'invalid command name "no_such_command"\n', 3)
+    # At its end the status is 0, after an error too.
+    r = subprocess.run([sys.executable, "-m", "tclamp"], input="puts a\nnosuch\n",
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert (r.stdout, r.returncode) == ("a\n", 0)
+
+
+@pytest.mark.parametrize("program", [["tclsh"], [sys.executable, "-m", "tclamp"]],
+                         ids=["tclsh", "tclamp"])
+def test_ctrl_c_while_waiting_for_piped_input_ends_the_program(tmp_path, program):
+    env = tcl_env()
+    env.pop("PYTHONUNBUFFERED", None)
+    child = subprocess.Popen(program, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+    child.stdin.write("puts started\nflush stdout\n")
+    child.stdin.flush()
+    assert child.stdout.readline() == "started\n"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert (out, err, child.returncode) == ("", "", -signal.SIGINT)
+
+
+def test_prompt_is_interactive(prompt):
+    assert run(prompt, "set tcl_interactive") == "1"
+
+
+def test_a_tcltest_suite_runs_its_files_in_tclamp(tmp_path):
+    """all.tcl's runAllTests runs each file in [info nameofexecutable], as
+    tclsh does: that must be a program with tclamp, so the files run."""
+    (tmp_path / "all.tcl").write_text(
+        "package require tcltest\n"
+        "tcltest::configure -testdir [file dirname [file normalize [info script]]]\n"
+        "tcltest::runAllTests\n")
+    (tmp_path / "a.test").write_text(
+        "package require tcltest\nnamespace import ::tcltest::*\npackage require tclamp\n"
+        "test dtype {} -body {torch::autocast_get_dtype cpu} -result bfloat16\n"
+        "test script-mode {} -body {set ::tcl_interactive} -result 0\n"
+        "test runner {} -body {file tail [info nameofexecutable]} -result tclamp\n"
+        "cleanupTests\n")
+    r = subprocess.run([sys.executable, "-m", "tclamp", "all.tcl"], capture_output=True,
+                       text=True, cwd=tmp_path, timeout=300)
+    assert "all.tcl:\tTotal\t3\tPassed\t3\tSkipped\t0\tFailed\t0\n" in r.stdout, r.stdout
+    assert "Sourced 1 Test Files." in r.stdout
+    assert r.returncode == 0
+
+
+@pytest.mark.parametrize("body", ["catch {py exec {while True: pass}}",
+                                  "while 1 {catch {py exec {import time; time.sleep(0.01)}}}"],
+                         ids=["python-loop", "tcl-loop"])
+def test_ctrl_c_under_catch_ends_a_script(tmp_path, body):
+    (tmp_path / "caught.tcl").write_text(
+        f"puts started\nflush stdout\n{body}\nputs {{after the catch}}\n")
+    for _ in range(3):
+        child = subprocess.Popen([sys.executable, "-m", "tclamp", "caught.tcl"], cwd=tmp_path,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=python_buffered_env())
+        assert child.stdout.readline() == "started\n"
+        time.sleep(0.5)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+        assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
+
+
+@pytest.mark.parametrize("output", ["pipe", "file", "terminal"])
+def test_a_script_keeps_the_written_order(tmp_path, output):
+    """Tcl's and Python's output, each with its own buffer, in the order the
+    script wrote it (PYTHONUNBUFFERED unset, as in a user's shell)."""
+    from test_hosts import written_output
+    (tmp_path / "order.tcl").write_text(
+        "puts 1\npy exec {print(2)}\nputs 3\npy exec {print(4, end='')}\nputs { and 4}\n"
+        "py exec {import tclamp; tclamp.tcl.eval('puts 5'); print(6)}\nputs 7\n")
+    command = [sys.executable, "-m", "tclamp", "order.tcl"]
+    assert written_output(command, output, tmp_path) == "1\n2\n3\n4 and 4\n5\n6\n7\n"
 
 
 def test_a_script_named_install_tcl(tmp_path):

@@ -1,5 +1,6 @@
 """tclamp with Python as the host: tclamp.tcl, Interp, TclError."""
 import gc
+import subprocess
 import sys
 import threading
 
@@ -28,6 +29,19 @@ def test_call_converts_arguments():
     assert tcl.call("list", 1, "a b", [2, [3, "c d"]], None, True) == "1 {a b} {2 {3 {c d}}} {} 1"
     assert tcl.call("dict", "get", {"k": {"n": 2.5}}, "k", "n") == "2.5"
     assert tcl.call("expr", 2**100, "+", 1) == str(2**100 + 1)
+
+
+@pytest.mark.parametrize("number", [
+    2**63 - 1, 2**63, -2**63 - 1, 2**64 - 1, 2**64, -10**30,
+    10**(sys.get_int_max_str_digits() - 1), -10**(sys.get_int_max_str_digits() + 5)],
+    ids=["2**63-1", "2**63", "-2**63-1", "2**64-1", "2**64", "-10**30", "at-digit-limit",
+         "past-digit-limit"])
+def test_ints_of_any_size_come_back_as_ints(number):
+    assert tcl.call("set", "big", number, result=object) == number
+    assert tcl.call("list", number, 7, result=list) == [number, 7]
+    assert tcl.call("set", "big", result=object) == number     # what Tcl kept
+    assert type(tcl.call("set", "big", result=object)) is int
+    assert tcl.eval("expr {$big - 1}", result=int) == number - 1
 
 
 @pytest.mark.parametrize("text", ["a\0b", "héllo wörld", "\U0001F600 astral", "中文 ✓", ""])
@@ -204,3 +218,76 @@ def test_interpreter_deleted_from_inside_its_own_eval():
     with pytest.raises(RuntimeError, match="deleted"):
         doomed.eval("set after")
     assert tcl.eval("expr {1 + 1}") == "2"
+
+
+def test_cancel_with_nothing_running_stops_nothing():
+    interp = tclamp.Interp()
+    interp.cancel()
+    threading.Thread(target=interp.cancel).start()
+    assert interp.eval("expr {6 * 7}") == "42"
+    timer = threading.Timer(0.3, interp.cancel)
+    timer.start()
+    with pytest.raises(TclError) as info:
+        interp.eval("while 1 {}")
+    assert (info.value.result, info.value.errorcode) == (
+        "eval unwound", "TCL CANCEL IUNWIND {eval unwound}")
+    assert interp.eval("expr {6 * 7}") == "42"
+
+
+def test_a_cancel_as_a_job_ends_never_stops_the_next():
+    """A watchdog whose timer fires just as its job ends."""
+    interp = tclamp.Interp()
+    stopped = 0
+    for n in range(300):
+        timer = threading.Timer(0.0005 * (n % 7), interp.cancel)
+        timer.start()
+        try:
+            interp.eval("after 1")
+        except TclError:
+            stopped += 1
+        timer.join()
+        assert interp.eval("set next ok") == "ok", f"job {n}"
+    assert 0 < stopped < 300
+
+
+def test_cancel_from_another_thread_while_the_interpreter_goes():
+    for _ in range(200):
+        interp = tclamp.Interp()
+        done = threading.Event()
+
+        def cancel_until_done(interp=interp):
+            while not done.is_set():
+                interp.cancel()
+
+        canceller = threading.Thread(target=cancel_until_done)
+        canceller.start()
+        interp.delete()
+        done.set()
+        canceller.join()
+        assert not interp.alive
+
+
+@pytest.mark.parametrize("code, kind", [("raise KeyboardInterrupt", KeyboardInterrupt),
+                                        ("import sys; sys.exit(3)", SystemExit)])
+def test_ctrl_c_and_exit_under_tcl_come_back_as_themselves(code, kind):
+    """Not as TclError, which `except Exception` would swallow."""
+    with pytest.raises(kind) as info:
+        try:
+            tcl.eval(f"proc deep {{}} {{py exec {{{code}}}}}; deep")
+        except Exception:
+            pytest.fail("caught as an Exception")
+    if kind is SystemExit:
+        assert info.value.code == 3
+    # What Tcl catches stays caught: the next error is Tcl's own.
+    with pytest.raises(TclError) as info:
+        tcl.eval(f"catch {{py exec {{{code}}}}}; error plain")
+    assert info.value.result == "plain"
+
+
+def test_sys_exit_under_tcl_ends_a_python_program(tmp_path):
+    program = tmp_path / "exits.py"
+    program.write_text("import tclamp\ntclamp.tcl.eval('py exec {import sys; sys.exit(7)}')\n"
+                       "print('not reached')\n")
+    r = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
+                       timeout=120)
+    assert (r.stdout, r.stderr, r.returncode) == ("", "", 7)

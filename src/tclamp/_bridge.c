@@ -103,6 +103,7 @@ typedef struct {
     int holding;                /* keeps the GIL while in Tcl: tohil is here */
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
+    PyObject *stopping;         /* the last KeyboardInterrupt or SystemExit handed to Tcl */
 } ThreadBridge;
 static _Thread_local ThreadBridge here;
 
@@ -279,6 +280,7 @@ struct InterpState {
     int refs;                   /* the interpreter, its commands and handles, the object */
     int busy;                   /* Tcl<->Python calls in progress */
     int delete_requested;       /* the Python object went; delete when idle */
+    int cancel_sent;            /* Interp.cancel stopped an evaluation (GIL) */
     PyObject *handles;          /* "::py::objN" -> object (the one reference) */
     PyObject *by_object;        /* id(object) -> name: one handle per object */
     PyObject *scripts;          /* Interp.eval: script str -> its Tcl value (capsule),
@@ -746,6 +748,9 @@ to_tcl(InterpState *owner, PyObject *v)
         }
         Tcl_Obj *obj = tcl_from_str(digits);
         Py_DECREF(digits);
+        Tcl_WideInt unused;
+        if (obj != NULL)        /* Tcl reads the digits into a bignum (then finds it */
+            Tcl_GetWideIntFromObj(NULL, obj, &unused);   /* too wide): an int, not text */
         return obj;
     }
     if (PyFloat_Check(v))
@@ -1041,6 +1046,9 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         PyException_SetTraceback(value, tb);
     Py_XDECREF(type);
     Py_XDECREF(tb);
+    if (python_exception_is(value, PyExc_KeyboardInterrupt)
+            || python_exception_is(value, PyExc_SystemExit))
+        Py_XSETREF(here.stopping, Py_NewRef(value));    /* see raise_tcl_error */
 
     /* (message, errorcode, text to add to errorInfo or None) */
     PyObject *desc = (describe_error && value)
@@ -1110,8 +1118,24 @@ effective_code(Tcl_Interp *interp, int code)
     return level <= 1 ? inner : TCL_RETURN;
 }
 
+/* Whether a Tcl error's errorCode is the one that `exc` (KeyboardInterrupt
+   or SystemExit) got when it went into Tcl: PYTHON and its type's name. */
+static int
+stops_python(PyObject *errorcode, PyObject *exc)
+{
+    PyObject *expected = PyUnicode_FromFormat("PYTHON %s ", Py_TYPE(exc)->tp_name);
+    PyObject *head = expected ? PyUnicode_Substring(errorcode, 0, PyUnicode_GET_LENGTH(expected))
+                              : NULL;
+    int same = head != NULL && PyUnicode_Compare(head, expected) == 0;
+    Py_XDECREF(expected);
+    Py_XDECREF(head);
+    PyErr_Clear();
+    return same;
+}
+
 /* The interpreter's outcome `code` (not OK) becomes tclamp.TclError with
-   the code it carries; returns NULL. */
+   the code it carries, or the KeyboardInterrupt or SystemExit that caused
+   it; returns NULL. */
 static PyObject *
 raise_tcl_error(Tcl_Interp *interp, int code)
 {
@@ -1142,7 +1166,12 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     PyObject *errorinfo = dict_str(options, "-errorinfo");
     Tcl_DecrRefCount(options);
     Tcl_ResetResult(interp);
-    if (result && errorcode && errorinfo && TclErrorType) {
+    PyObject *stopping = here.stopping;
+    here.stopping = NULL;
+    if (stopping != NULL && code == TCL_ERROR && errorcode && stops_python(errorcode, stopping)) {
+        /* Ctrl-C or sys.exit in Python code under Tcl goes on as itself */
+        PyErr_SetObject((PyObject *)Py_TYPE(stopping), stopping);
+    } else if (result && errorcode && errorinfo && TclErrorType) {
         PyObject *exc = PyObject_CallFunction(TclErrorType, "OOOi", result, errorcode,
                                               errorinfo, code);
         if (exc != NULL) {
@@ -1152,6 +1181,7 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     } else if (!PyErr_Occurred()) {
         PyErr_SetString(PyExc_RuntimeError, "tclamp is not configured");
     }
+    Py_XDECREF(stopping);
     Py_XDECREF(result);
     Py_XDECREF(errorcode);
     Py_XDECREF(errorinfo);
@@ -2325,14 +2355,30 @@ eval_result(Tcl_Interp *interp, int code, int want)
 #define RUN_TCL(s, statement) do {                  \
         state_hold(s);                              \
         WITHOUT_GIL(statement);                     \
-        if (python_started_here)                    \
-            flush_tcl_stdout(); /* before Python prints again */ \
+        flush_tcl_stdout(); /* before Python prints again */ \
     } while (0)
+
+/* A cancel that reached Tcl as its evaluation ended would stop the next
+   one: a command of its own takes it, and the interpreter's result and
+   error state are as they were. */
+static void
+drop_stale_cancel(InterpState *s)
+{
+    s->cancel_sent = 0;
+    Tcl_InterpState saved = Tcl_SaveInterpState(s->interp, TCL_OK);
+    Tcl_Obj *command = Tcl_NewStringObj("list", -1);
+    Tcl_IncrRefCount(command);
+    Tcl_EvalObjEx(s->interp, command, TCL_EVAL_GLOBAL);
+    Tcl_DecrRefCount(command);
+    Tcl_RestoreInterpState(s->interp, saved);
+}
 
 /* After Tcl ran: the caller's result is read; then deferred deletions. */
 static void
 tcl_done(InterpState *s)
 {
+    if (s->cancel_sent && s->busy == 1 && s->interp != NULL && !Tcl_InterpActive(s->interp))
+        drop_stale_cancel(s);       /* the outermost evaluation ended */
     state_unhold(s);
     run_pending_deletions();
 }
@@ -2623,13 +2669,21 @@ Interp_argument(InterpObject *self, PyObject *word)
     return value;
 }
 
-/* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask. */
+/* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask.
+   With nothing running it does nothing, so that no later evaluation is
+   stopped.  The GIL, held throughout, keeps the interpreter alive: Tcl
+   frees it only after interp_deleted, which takes the GIL, cleared
+   s->interp. */
 static PyObject *
 Interp_cancel(InterpObject *self, PyObject *unused)
 {
     InterpState *s = self->state;
-    if (s != NULL && s->interp != NULL)
+    /* busy: Python runs Tcl (a compiled loop may call no command, so Tcl
+       counts no level); active: Tcl runs a command of its own */
+    if (s != NULL && s->interp != NULL && (s->busy > 0 || Tcl_InterpActive(s->interp))) {
+        s->cancel_sent = 1;
         Tcl_CancelEval(s->interp, NULL, NULL, TCL_CANCEL_UNWIND);
+    }
     Py_RETURN_NONE;
 }
 
@@ -2987,6 +3041,96 @@ wrap_exit(Tcl_Interp *interp)
     Tcl_SetCommandInfo(interp, "::exit", &info);
 }
 
+/* Python host: both Python's sys.stdout and Tcl's stdout buffer what is
+   written.  Tcl's is stacked with this channel, which writes out Python's
+   buffer before each write of Tcl's; Tcl's is written out before Python
+   runs (flush_tcl_stdout).  So the output keeps the order it was written
+   in, on a terminal, a pipe or a file. */
+typedef struct {
+    Tcl_Channel self;
+} OrderedStdout;
+
+static void
+flush_python_stdout(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *out = PySys_GetObject("stdout");     /* borrowed */
+    PyObject *done = out && out != Py_None ? PyObject_CallMethod(out, "flush", NULL) : NULL;
+    Py_XDECREF(done);
+    PyErr_Restore(type, value, tb);     /* a broken stream stops no Tcl output */
+}
+
+static int
+ordered_output(ClientData cd, const char *buf, int toWrite, int *errorCodePtr)
+{
+    OrderedStdout *o = cd;
+    if (PyGILState_Check()) {
+        flush_python_stdout();
+    } else {
+        Entry e;
+        if (enter(&e, NULL, NULL) == 0) {
+            flush_python_stdout();
+            leave(&e);
+        }
+    }
+    int written = Tcl_WriteRaw(Tcl_GetStackedChannel(o->self), buf, toWrite);
+    if (written < 0)
+        *errorCodePtr = Tcl_GetErrno();
+    return written;
+}
+
+static void
+ordered_watch(ClientData cd, int mask)
+{
+    Tcl_Channel below = Tcl_GetStackedChannel(((OrderedStdout *)cd)->self);
+    Tcl_ChannelWatchProc(Tcl_GetChannelType(below))(Tcl_GetChannelInstanceData(below), mask);
+}
+
+static int
+ordered_handle(ClientData cd, int direction, ClientData *handlePtr)
+{
+    return Tcl_GetChannelHandle(Tcl_GetStackedChannel(((OrderedStdout *)cd)->self),
+                                direction, handlePtr);
+}
+
+static int
+ordered_close(ClientData cd, Tcl_Interp *interp, int flags)
+{
+    if ((flags & (TCL_CLOSE_READ | TCL_CLOSE_WRITE)) == 0)
+        ckfree(cd);
+    return 0;
+}
+
+static int
+ordered_block_mode(ClientData cd, int mode)
+{
+    return 0;                   /* the channel below has its own */
+}
+
+static const Tcl_ChannelType ordered_stdout_type = {
+    "tclamp-ordered-stdout", TCL_CHANNEL_VERSION_5, TCL_CLOSE2PROC, NULL, ordered_output,
+    NULL, NULL, NULL, ordered_watch, ordered_handle, ordered_close, ordered_block_mode,
+    NULL, NULL, NULL, NULL, NULL
+};
+
+/* Once per thread (each has its own stdout channel). */
+static void
+order_stdout_with_python(Tcl_Interp *interp)
+{
+    static _Thread_local int ordered;
+    Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT);
+    if (ordered || out == NULL)
+        return;
+    ordered = 1;
+    OrderedStdout *o = (OrderedStdout *)ckalloc(sizeof(OrderedStdout));
+    o->self = Tcl_StackChannel(interp, &ordered_stdout_type, o, TCL_WRITABLE, out);
+    if (o->self == NULL) {      /* stdout is not writable: nothing to order */
+        ckfree(o);
+        Tcl_ResetResult(interp);
+    }
+}
+
 static PyObject *
 Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -3012,6 +3156,7 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         Tcl_DeleteInterp(interp);
         return NULL;
     }
+    order_stdout_with_python(interp);
     return (PyObject *)attach(interp, 1);
 }
 
@@ -3443,5 +3588,7 @@ Tclamp_Init(Tcl_Interp *interp)
         watch_tcl_exit();
         pthread_mutex_unlock(&lifecycle_lock);
     }
+    if (rc == TCL_OK && !python_started_here)   /* a Python program's Tcl (tkinter) */
+        order_stdout_with_python(interp);
     return rc;
 }

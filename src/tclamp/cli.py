@@ -83,6 +83,8 @@ def main(argv=None):
         return 0
 
     from . import prompt, tcl
+    interp = tcl.interp             # loads Tcl
+    prompt.name_executable(prompt.runner())
     if options.script is None:
-        return prompt.interact(tcl.interp, options.traceback)
-    return prompt.run_script(tcl.interp, options.script, options.args)
+        return prompt.interact(interp, options.traceback)
+    return prompt.run_script(interp, options.script, options.args)

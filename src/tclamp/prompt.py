@@ -1,5 +1,9 @@
 """The tclamp prompt: a tclsh with tclamp loaded, for a terminal.
 
+When stdin is not a terminal, commands are read from it as tclsh reads
+them: through Tcl's own stdin (a script's `gets stdin` reads the next line),
+with no banner, prompt or result printed, and only an error's message.
+
 Line editing and history (~/.tclamp_history) come from readline; a command
 runs once Tcl says it is complete (`info complete`), so procs and braces
 can span lines.  Tab completes command and namespace names, the
@@ -14,10 +18,12 @@ import atexit
 import ctypes
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
 import threading
+from pathlib import Path
 
 from .errors import TclError, describe_error
 
@@ -42,11 +48,13 @@ class Evaluator:
     Both cancel the evaluation (Interp.cancel, Tcl_CancelEval), which any
     thread may do.  While Tcl runs it holds no GIL and runs no Python, so Python's
     own SIGINT handler would wait for it; a watcher thread hears the signal
-    through Python's wakeup fd instead."""
+    through Python's wakeup fd instead.  While Python code of the script runs,
+    the handler cancels before it raises KeyboardInterrupt there, so that a
+    `catch` around that code cannot go on."""
 
     def __init__(self, interp):
         self.interp = interp
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()   # the SIGINT handler may interrupt a holder
         self.running = False       # a script is being evaluated
         self.canceled = False      # ... and Ctrl-C cancelled it
         self.interrupted = False   # the last script was stopped by Ctrl-C
@@ -62,18 +70,23 @@ class Evaluator:
     def cancel(self):
         self.interp.cancel()
 
+    def cancel_running(self):
+        """Cancels the running script, once; whether one was running."""
+        with self.lock:
+            if self.running and not self.canceled:
+                self.canceled = True
+                self.cancel()
+            return self.running
+
     def watch(self, reader):
         while True:
             if signal.SIGINT in reader.recv(64):
-                with self.lock:
-                    if self.running and not self.canceled:
-                        self.canceled = True
-                        self.cancel()
+                self.cancel_running()
 
     def on_sigint(self, signum, frame):
         # Python code running inside the script (py exec), or the prompt
         # itself: stop it.  After a cancelled evaluation: nothing is left.
-        if self.running or not self.canceled:
+        if self.cancel_running() or not self.canceled:
             raise KeyboardInterrupt
 
     def exit(self, code):
@@ -99,16 +112,6 @@ class Evaluator:
                 self.running = False
             ctypes.pythonapi.PyErr_CheckSignals()   # the handler of a Ctrl-C that cancelled
             self.interrupted, self.canceled = self.canceled, False
-            if self.interrupted:
-                self.drain()
-
-    def drain(self):
-        """A cancel that arrived as the script ended would stop the next
-        one; a command of its own takes it."""
-        try:
-            self.interp.eval("list")
-        except TclError:
-            pass
 
 
 def names(interp, kind, text):
@@ -212,11 +215,82 @@ def source(evaluator, path):
         return False
 
 
+def runner():
+    """The tclamp program that is running, as an absolute path, or None:
+    [info nameofexecutable], which tcltest runs test files with."""
+    argv0 = Path(sys.argv[0])
+    candidates = [argv0] if argv0.name.startswith("tclamp") else []
+    candidates.append(Path(sys.executable).parent / "tclamp")
+    found = shutil.which("tclamp")
+    if found:
+        candidates.append(Path(found))
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate.absolute()
+    return None
+
+
+def name_executable(program):
+    """[info nameofexecutable] becomes `program` (tclsh's is its own path)."""
+    if program is not None:
+        ctypes.CDLL(None).Tcl_FindExecutable(os.fsencode(program))
+
+
+# Reads the next line of Tcl's stdin into ::tclamp::prompt::line: its
+# length, or -1 at the end.
+READ_LINE = "gets stdin ::tclamp::prompt::line"
+
+
+def read_commands(interp, evaluator):
+    """tclsh's loop for a stdin that is not a terminal: each complete
+    command runs as soon as its last line is read; an error prints its
+    message and the next command runs; the status is exit's code, else 0."""
+    interp.call("set", "tcl_interactive", 0)
+    buffer = ""
+    while evaluator.exit_code is None:
+        if read_line(interp, evaluator) == "-1":
+            if buffer:
+                run_read(evaluator, buffer)
+            break
+        buffer += interp.call("set", "::tclamp::prompt::line") + "\n"
+        if interp.call("info", "complete", buffer) == "1":
+            script, buffer = buffer, ""
+            run_read(evaluator, script)
+    return evaluator.exit_code or 0
+
+
+def read_line(interp, evaluator):
+    """READ_LINE, during which Ctrl-C ends the program as it ends a tclsh
+    waiting for input (killed by the signal), with everything written out."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        return interp.eval(READ_LINE)
+    finally:
+        signal.signal(signal.SIGINT, evaluator.on_sigint)
+
+
+def run_read(evaluator, script):
+    try:
+        evaluator.run(script)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+    except TclError as error:
+        if evaluator.interrupted:
+            print("interrupted", file=sys.stderr)
+        elif evaluator.exit_code is None:
+            print(error.result, file=sys.stderr)
+
+
 def interact(interp, traceback):
     evaluator = Evaluator(interp)
-    # The banner names torch: at the prompt (not in scripts) it is there.
+    # The banner names torch: at the prompt, and for commands piped to it
+    # (not in scripts), it is there.
     import torch
     sys.modules["__main__"].__dict__.setdefault("torch", torch)
+    if not os.isatty(sys.stdin.fileno()):
+        return read_commands(interp, evaluator)
     interp.call("set", "tcl_interactive", 1)
     interp.call("set", "tcl_rcFileName", RC_FILE)
     print(banner(interp))
@@ -257,6 +331,7 @@ def run_script(interp, script, args):
     """tclsh's script mode; the exit status is exit's code, 1 after an
     error, and after Ctrl-C what a shell reports for a process it stopped."""
     evaluator = Evaluator(interp)
+    interp.call("set", "tcl_interactive", 0)
     interp.call("set", "argv0", script)
     interp.call("set", "argv", args)
     interp.call("set", "argc", len(args))

@@ -10,6 +10,7 @@ in one tclsh; the others are skipped there through tcltest's -skip.  tclamp
 is findable there (auto_path) and Python starts from this pytest's
 interpreter (TCLAMP_PYTHON); TCLSH names another tclsh.
 """
+import codecs
 import json
 import os
 import re
@@ -28,6 +29,31 @@ DRIVER = PACKAGE_DIR / "tcltest_driver.tcl"
 SUMMARY = re.compile(r"^.*:\tTotal\t(\d+)\tPassed\t(\d+)\tSkipped\t(\d+)\tFailed\t(\d+)$", re.M)
 COUNTS = ("Total", "Passed", "Skipped", "Failed")
 TAIL = 4000  # characters of stray output kept in a file-level failure
+HALF_CHARACTER = re.compile("[\ud800-\udfff]")
+
+
+def shown(text):
+    """Text with each half of a character (a lone surrogate, which Tcl 8.6
+    strings can hold) written as its escape \\udXXX: no terminal, file or
+    environment variable takes one as it is."""
+    return HALF_CHARACTER.sub(lambda half: f"\\u{ord(half[0]):04x}", text)
+
+
+def tcl_output_error(error):
+    """Decoding Tcl's output: half a character, which Tcl 8.6 writes as the
+    three bytes ED A0-BF xx, is shown as its escape; any other bad byte as
+    U+FFFD."""
+    if isinstance(error, UnicodeDecodeError):
+        data, start = error.object, error.start
+        half = data[start:start + 3]
+        if len(half) == 3 and half[0] == 0xED and 0xA0 <= half[1] <= 0xBF \
+                and 0x80 <= half[2] <= 0xBF:
+            return shown(half.decode("utf-8", "surrogatepass")), start + 3
+        return "\ufffd", start + 1
+    raise error
+
+
+codecs.register_error("tclamp-tcl-output", tcl_output_error)
 
 
 def pytest_addoption(parser):
@@ -57,7 +83,7 @@ def pytest_runtest_makereport(item, call):
     # tcltest's own text, not a traceback into this plugin; a skip points
     # at the case, not at this plugin.
     if call.excinfo and isinstance(call.excinfo.value, TclTestFailure):
-        report.longrepr = str(call.excinfo.value)
+        report.longrepr = shown(str(call.excinfo.value))
     elif report.skipped and isinstance(report.longrepr, tuple):
         report.longrepr = (str(item.path), item.line, report.longrepr[2])
 
@@ -72,7 +98,7 @@ def item_names(cases):
     `::` inside a name is written `: :`."""
     used, names = set(), []
     for name, occurrence in cases:
-        base = name.replace("::", ": :")
+        base = shown(name).replace("::", ": :")
         number, candidate = occurrence, base if occurrence == 1 else f"{base}[{occurrence}]"
         while candidate in used:
             number += 1
@@ -132,9 +158,10 @@ class DriverRun:
             proc = subprocess.run(
                 [os.environ.get("TCLSH", "tclsh"), str(DRIVER), mode, str(path),
                  str(records), nonce],
-                input="".join(f"{occurrence} {name.encode().hex()}\n"
+                # each name as the driver's records write it (JSON, ASCII)
+                input="".join(f"{occurrence} {json.dumps(name)[1:-1]}\n"
                               for name, occurrence in selection),
-                capture_output=True, encoding="utf-8", errors="replace", env=env)
+                capture_output=True, encoding="utf-8", errors="tclamp-tcl-output", env=env)
             lines = records.read_text(encoding="utf-8").splitlines() if records.exists() else []
         self.returncode = proc.returncode
         self.collected = []      # (name, occurrence, line) in collect mode
@@ -267,7 +294,7 @@ class TclTestFile(pytest.File):
             raise self.CollectError(f"cannot start tclsh: {error}") from None
         problem = collected.collect_problem()
         if problem:
-            raise self.CollectError(f"{self.path.name}: {problem}")
+            raise self.CollectError(shown(f"{self.path.name}: {problem}"))
         pairs = [(name, occurrence) for name, occurrence, _ in collected.collected]
         self.collected_cases = set(pairs)
         for (name, occurrence, line), item_name in zip(collected.collected, item_names(pairs)):
@@ -315,7 +342,7 @@ class TclTestCase(pytest.Item):
         if case.outcome == "passed":
             return
         if case.outcome == "skipped":
-            pytest.skip(skip_reason(case))
+            pytest.skip(shown(skip_reason(case)))
         if case.outcome == "failed":
             raise TclTestFailure(case.tcltest.strip("\n"))
         if case.outcome == "error":

@@ -5,13 +5,16 @@
 #       setup, body or cleanup runs; the file's top-level code does run.
 #   tclsh tcltest_driver.tcl run FILE RECORDS NONCE  < selection
 #       Sources FILE for real.  The cases to run come on stdin, one
-#       "OCCURRENCE HEX-OF-UTF8-NAME" line each (OCCURRENCE counts the calls
-#       of that name, from 1); every other case goes through tcltest with
+#       "OCCURRENCE NAME" line each, NAME written as in a record (OCCURRENCE
+#       counts the calls of that name, from 1); every other case goes through tcltest with
 #       -skip *, so tcltest itself counts it as skipped.  Each case that runs
 #       has its stdout and stderr between "\nNONCE start|end INDEX\n" lines.
 #
 # RECORDS receives one JSON object per line, all values strings, written and
-# flushed as things happen so that a crash loses nothing already recorded:
+# flushed as things happen so that a crash loses nothing already recorded.
+# The records are ASCII: every other character is a \u escape, a character
+# past U+FFFF two of them, so half of one (which Tcl 8.6 keeps in a string
+# and writes as UTF-8 no decoder takes) reads back as it was.
 #   {"event":"case","name":..,"occurrence":..,"line":..}       (collect)
 #   {"event":"start","case":..,"name":..,"occurrence":..}      (run)
 #   {"event":"result","case":..,"name":..,"occurrence":..,"outcome":..,
@@ -22,11 +25,15 @@
 #   {"event":"error","message":..,"errorinfo":..}   error outside any case
 #   {"event":"end"}                 the file was sourced to its end
 namespace eval ::tclamp_pytest {
-    variable mode [lindex $argv 0]
-    variable file [file normalize [lindex $argv 1]]
-    variable nonce [lindex $argv 3]
-    variable records [open [lindex $argv 2] w]
-    chan configure $records -encoding utf-8 -translation lf
+    # Tcl 9 looks up an unqualified global (argv) in the namespace only.
+    variable mode [lindex $::argv 0]
+    variable file [file normalize [lindex $::argv 1]]
+    variable nonce [lindex $::argv 3]
+    variable records [open [lindex $::argv 2] w]
+    chan configure $records -encoding ascii -translation lf
+    # Tcl 9 refuses to encode or decode half a character unless told so;
+    # Tcl 8.6 always does (as ED A0 xx) and knows no profiles.
+    variable profile [expr {[catch {encoding profiles}] ? {} : {-profile tcl8}}]
 
     variable depth 0       ;# > 0 while a case runs: tests inside it are its own
     variable case ""       ;# index of the running case
@@ -38,9 +45,12 @@ namespace eval ::tclamp_pytest {
     array set selected {}
     variable cleaned_up 0  ;# tcltest::cleanupTests was called
 
-    variable json_escapes [list \\ \\\\ \" \\\"]
+    # What Python's json.dumps writes for the characters below U+0080
+    variable json_escapes [list \\ \\\\ \" \\\" \b \\b \f \\f \n \\n \r \\r \t \\t]
     for {set code 0} {$code < 32} {incr code} {
-        lappend json_escapes [format %c $code] [format \\u%04x $code]
+        if {[format %c $code] ni $json_escapes} {
+            lappend json_escapes [format %c $code] [format \\u%04x $code]
+        }
     }
     unset code
 }
@@ -54,12 +64,34 @@ lappend auto_path [file dirname [file normalize [info script]]]
 chan configure stdout -encoding utf-8 -buffering line
 chan configure stderr -encoding utf-8
 
+# A JSON string's text, as Python's json.dumps (ensure_ascii) writes it.
+proc ::tclamp_pytest::json_text {value} {
+    variable json_escapes
+    set text ""
+    foreach run [regexp -all -inline {[\x00-\x7f]+|[^\x00-\x7f]+} $value] {
+        if {[string is ascii $run]} {
+            append text [string map $json_escapes $run]
+            continue
+        }
+        foreach char [split $run ""] {
+            scan $char %c code
+            if {$code > 0xffff} {       ;# Tcl 9: one character, a surrogate pair in JSON
+                incr code -0x10000
+                append text [format {\u%04x\u%04x} [expr {0xd800 + ($code >> 10)}] \
+                    [expr {0xdc00 + ($code & 0x3ff)}]]
+            } else {
+                append text [format {\u%04x} $code]
+            }
+        }
+    }
+    return $text
+}
+
 proc ::tclamp_pytest::record {args} {
     variable records
-    variable json_escapes
     set fields {}
     foreach {key value} $args {
-        lappend fields "\"$key\":\"[string map $json_escapes $value]\""
+        lappend fields "\"$key\":\"[json_text $value]\""
     }
     chan puts $records "{[join $fields ,]}"
     chan flush $records
@@ -71,11 +103,12 @@ proc ::tclamp_pytest::record {args} {
 proc ::tclamp_pytest::capture {command channel args} {
     variable case
     variable case_text
+    variable profile
     switch -- $command {
         initialize { return {initialize finalize watch write} }
         write {
             set data [lindex $args 0]
-            set text [encoding convertfrom utf-8 $data]
+            set text [encoding convertfrom {*}$profile utf-8 $data]
             if {$case ne ""} {
                 append case_text $text
             } else {
@@ -87,8 +120,8 @@ proc ::tclamp_pytest::capture {command channel args} {
 }
 tcltest::configure -testdir [file dirname $::tclamp_pytest::file]
 set ::tcltest::outputChannel [chan create write ::tclamp_pytest::capture]
-chan configure $::tcltest::outputChannel -encoding utf-8 -translation lf \
-    -buffering none -buffersize 1048576
+chan configure $::tcltest::outputChannel -encoding utf-8 {*}$::tclamp_pytest::profile \
+    -translation lf -buffering none -buffersize 1048576
 
 rename ::tcltest::cleanupTests ::tcltest::TclampOriginalCleanupTests
 proc ::tcltest::cleanupTests {args} {
@@ -161,7 +194,7 @@ proc ::tclamp_pytest::run_case {name description arguments} {
     }
     set index [incr cases]
     set occurrence [incr calls($name)]
-    if {![info exists selected([list $occurrence $name])]} {
+    if {![info exists selected([list $occurrence [json_text $name]])]} {
         set skip [tcltest::configure -skip]
         tcltest::configure -skip *
         try {
@@ -227,14 +260,14 @@ if {$::tclamp_pytest::mode eq "collect"} {
         tailcall ::tclamp_pytest::collect_case $name $description $args
     }
 } else {
+    # Names are compared as the records write them: no encoding can lose a
+    # character on the way.
     foreach line [split [read stdin] \n] {
-        if {$line ne ""} {
-            lassign $line occurrence hex
-            set ::tclamp_pytest::selected([list $occurrence \
-                [encoding convertfrom utf-8 [binary decode hex $hex]]]) 1
+        if {[regexp {^(\d+) (.*)$} $line -> occurrence name]} {
+            set ::tclamp_pytest::selected([list $occurrence $name]) 1
         }
     }
-    unset -nocomplain line occurrence hex
+    unset -nocomplain line occurrence name
     proc ::tcltest::test {name description args} {
         tailcall ::tclamp_pytest::run_case $name $description $args
     }
