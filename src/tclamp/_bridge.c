@@ -103,7 +103,6 @@ typedef struct {
     int holding;                /* keeps the GIL while in Tcl: tohil is here */
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
-    PyObject *stopping;         /* the last KeyboardInterrupt or SystemExit handed to Tcl */
 } ThreadBridge;
 static _Thread_local ThreadBridge here;
 
@@ -1046,9 +1045,6 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         PyException_SetTraceback(value, tb);
     Py_XDECREF(type);
     Py_XDECREF(tb);
-    if (python_exception_is(value, PyExc_KeyboardInterrupt)
-            || python_exception_is(value, PyExc_SystemExit))
-        Py_XSETREF(here.stopping, Py_NewRef(value));    /* see raise_tcl_error */
 
     /* (message, errorcode, text to add to errorInfo or None) */
     PyObject *desc = (describe_error && value)
@@ -1118,24 +1114,9 @@ effective_code(Tcl_Interp *interp, int code)
     return level <= 1 ? inner : TCL_RETURN;
 }
 
-/* Whether a Tcl error's errorCode is the one that `exc` (KeyboardInterrupt
-   or SystemExit) got when it went into Tcl: PYTHON and its type's name. */
-static int
-stops_python(PyObject *errorcode, PyObject *exc)
-{
-    PyObject *expected = PyUnicode_FromFormat("PYTHON %s ", Py_TYPE(exc)->tp_name);
-    PyObject *head = expected ? PyUnicode_Substring(errorcode, 0, PyUnicode_GET_LENGTH(expected))
-                              : NULL;
-    int same = head != NULL && PyUnicode_Compare(head, expected) == 0;
-    Py_XDECREF(expected);
-    Py_XDECREF(head);
-    PyErr_Clear();
-    return same;
-}
-
 /* The interpreter's outcome `code` (not OK) becomes tclamp.TclError with
-   the code it carries, or the KeyboardInterrupt or SystemExit that caused
-   it; returns NULL. */
+   the code it carries, or the Python exception (KeyboardInterrupt and
+   SystemExit too) that caused it; returns NULL. */
 static PyObject *
 raise_tcl_error(Tcl_Interp *interp, int code)
 {
@@ -1166,12 +1147,7 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     PyObject *errorinfo = dict_str(options, "-errorinfo");
     Tcl_DecrRefCount(options);
     Tcl_ResetResult(interp);
-    PyObject *stopping = here.stopping;
-    here.stopping = NULL;
-    if (stopping != NULL && code == TCL_ERROR && errorcode && stops_python(errorcode, stopping)) {
-        /* Ctrl-C or sys.exit in Python code under Tcl goes on as itself */
-        PyErr_SetObject((PyObject *)Py_TYPE(stopping), stopping);
-    } else if (result && errorcode && errorinfo && TclErrorType) {
+    if (result && errorcode && errorinfo && TclErrorType) {
         PyObject *exc = PyObject_CallFunction(TclErrorType, "OOOi", result, errorcode,
                                               errorinfo, code);
         if (exc != NULL) {
@@ -1181,7 +1157,6 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     } else if (!PyErr_Occurred()) {
         PyErr_SetString(PyExc_RuntimeError, "tclamp is not configured");
     }
-    Py_XDECREF(stopping);
     Py_XDECREF(result);
     Py_XDECREF(errorcode);
     Py_XDECREF(errorinfo);
