@@ -2977,7 +2977,11 @@ close_python(int may_finalize)
 
 /* libc's exit: an embedder that never ended Tcl, a second thread that
    called exit, or Python code that called exit while Python closes (then
-   what it wrote is flushed). */
+   what it wrote is flushed).  Python is not finalized here: libc runs its
+   exit handlers last registered first, so the C++ static destructors of
+   libraries loaded after this hook was registered have already run (at
+   Python's start, before torch: among them torch._C's method table), and
+   finalizing walks every object, those that point there too. */
 static void
 close_python_at_process_exit(void)
 {
@@ -2989,7 +2993,7 @@ close_python_at_process_exit(void)
         shutdown_step(STEP_FLUSH_FILES);
         return;
     }
-    close_python(1);
+    close_python(0);
 }
 
 static void
@@ -3193,6 +3197,14 @@ Tclamp_Init(Tcl_Interp *interp)
            refused would take the GIL at exit and keep it. */
         pthread_mutex_lock(&lifecycle_lock);
         watch_tcl_exit();
+        /* Loading imported torch, whose C++ static destructors libc runs
+           before every exit handler registered earlier: ours again, so
+           that Python's atexit handlers and handles go while torch works. */
+        static int hooked_after_torch;
+        if (python_started_here && !hooked_after_torch) {
+            hooked_after_torch = 1;
+            atexit(close_python_at_process_exit);
+        }
         pthread_mutex_unlock(&lifecycle_lock);
     }
     return rc;
