@@ -171,6 +171,10 @@ def test_thread_exit_four_levels_deep_leaves_frames_usable(tmp_path):
         "end"], r.report
 
 
+# thread::exit in a thread that Python started ends that thread, on every
+# Python: join() returns at once, is_alive() is False, and neither Tcl's nor
+# Python's end of the process waits for it (3.13 tracks its threads through
+# handles that such a thread never marks done itself).
 def test_thread_exit_in_python_threads_of_a_tcl_host(tmp_path):
     r = tclsh(tmp_path, """\
         package require tclamp
