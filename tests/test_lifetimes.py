@@ -145,7 +145,7 @@ def test_sizes_past_tcl_limit_are_errors():
 
 
 def test_second_copy_of_the_bridge_is_refused(tmp_path):
-    bridge = next((ROOT / "src" / "tclamp").glob("_bridge*.so"))
+    bridge = next((ROOT / "src" / "tclamp").glob(f"_bridge*.{sys.implementation.cache_tag}-*.so"))
     copy = tmp_path / "copy" / bridge.name
     copy.parent.mkdir()
     shutil.copy(bridge, copy)
@@ -159,7 +159,7 @@ def test_second_copy_of_the_bridge_is_refused(tmp_path):
 
 
 def test_second_copy_under_tkinter_is_refused(tmp_path):
-    bridge = next((ROOT / "src" / "tclamp").glob("_bridge*.so"))
+    bridge = next((ROOT / "src" / "tclamp").glob(f"_bridge*.{sys.implementation.cache_tag}-*.so"))
     copy = tmp_path / bridge.name
     shutil.copy(bridge, copy)
     out = run_python(f"""
