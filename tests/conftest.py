@@ -91,3 +91,10 @@ def run_tclsh(script, cwd, timeout=300, **env):
 def tclsh(tmp_path):
     """Runs a script in a fresh tclsh started in an empty directory."""
     return lambda script, **env: run_tclsh(script, tmp_path, **env)
+
+
+def compile_with_tcl(program, source):
+    """A C program that embeds the Tcl under test, compiled with the
+    settings of its tclConfig.sh (TCL_CONFIG)."""
+    subprocess.run(["sh", "-c", '. "$TCL_CONFIG" && exec cc -o "$0" "$1" $TCL_INCLUDE_SPEC $TCL_LIB_SPEC',
+                    str(program), str(source)], check=True)

@@ -41,8 +41,12 @@ def test_two_ranks_train_alike(tmp_path):
 
 def test_an_error_on_one_rank_fails_the_run(tmp_path):
     """Rank 1 fails at its third optimizer step (bfloat16, the CPU default):
-    torchrun stops rank 0 and exits non-zero, naming rank 1's error as the
-    root cause (not a teardown abort, which would read exitcode -6)."""
+    torchrun stops rank 0 and exits non-zero, naming rank 1 as the root
+    cause.  Rank 1 reports its error and exits 1; after the report, its
+    teardown may abort instead (exitcode -6, "terminate called without an
+    active exception"): torch's gloo teardown while the peer is gone, which
+    pure Python shows too (tests/ddp_failing_rank.py: 1 abort in 42 runs on
+    Python 3.12, torch 2.13, none in 20 runs of this test's script)."""
     script = tmp_path / "failing.tcl"
     script.write_text(
         "package require tclamp\n"
@@ -59,7 +63,13 @@ def test_an_error_on_one_rank_fails_the_run(tmp_path):
     assert not any(EPOCH.match(line) for line in r.stdout.splitlines())
     assert out.count("rank 1 broke at step 3\n") == 1
     root_cause = out[out.index("Root Cause"):]
-    assert re.search(r"rank\s*: 1 \(local_rank: 1\)\s*\n\s*exitcode\s*: 1 ", root_cause), root_cause
+    abort = "terminate called without an active exception"
+    exit_code = "1"
+    if abort in out:        # gloo's teardown, after rank 1 reported its error
+        assert out.index("rank 1 broke at step 3\n") < out.index(abort), out
+        exit_code = "(1|-6)"
+    assert re.search(rf"rank\s*: 1 \(local_rank: 1\)\s*\n\s*exitcode\s*: {exit_code} ",
+                     root_cause), root_cause
 
 
 def test_unknown_option(tmp_path):

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, TCLSH, WISH, needs_tkinters_tcl, tcl_env
+from conftest import ROOT, TCLSH, WISH, compile_with_tcl, needs_tkinters_tcl, tcl_env
 
 HOSTS_DIR = ROOT / "tests" / "hosts"
 
@@ -80,13 +80,6 @@ def for_host(host, code):
         return code
     return re.sub(r"(?<!thread::create {)\bexit (\d)",
                   r"package require Thread; thread::create {exit \1}; vwait ::forever", code)
-
-
-def compile_with_tcl(program, source):
-    """A C program that embeds the Tcl under test, compiled with the
-    settings of its tclConfig.sh (TCL_CONFIG)."""
-    subprocess.run(["sh", "-c", '. "$TCL_CONFIG" && exec cc -o "$0" "$1" $TCL_INCLUDE_SPEC $TCL_LIB_SPEC',
-                    str(program), str(source)], check=True)
 
 
 def write_host(host, tmp_path, code, ending):

@@ -3353,11 +3353,16 @@ close_python_for_exit(int may_finalize)
 }
 
 /* libc's exit: an embedder that never ended Tcl, or a second thread that
-   called exit while the first closes Python (it waits in close_python). */
+   called exit while the first closes Python (it waits in close_python).
+   Python is not finalized here: libc runs its exit handlers last
+   registered first, so the C++ static destructors of libraries loaded
+   after this hook was registered have already run (torch._C's method
+   table among them), and finalizing walks every object, those that point
+   there too. */
 static void
 close_python_at_process_exit(void)
 {
-    close_python_for_exit(1);
+    close_python_for_exit(0);
 }
 
 static void
@@ -3561,6 +3566,14 @@ Tclamp_Init(Tcl_Interp *interp)
            refused would take the GIL at exit and keep it. */
         pthread_mutex_lock(&lifecycle_lock);
         watch_tcl_exit();
+        /* Loading imported torch, whose C++ static destructors libc runs
+           before every exit handler registered earlier: ours again, so
+           that Python's atexit handlers and handles go while torch works. */
+        static int hooked_after_torch;
+        if (python_started_here && !hooked_after_torch) {
+            hooked_after_torch = 1;
+            atexit(close_python_at_process_exit);
+        }
         pthread_mutex_unlock(&lifecycle_lock);
     }
     if (rc == TCL_OK && !python_started_here)   /* a Python program's Tcl (tkinter) */

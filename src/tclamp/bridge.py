@@ -323,12 +323,28 @@ def thread_ended():
     Python frames live, or the thread that started Python): tell threading,
     so that joins and the process's end do not wait for it."""
     thread = threading.current_thread()
-    lock = getattr(thread, "_tstate_lock", None)
+    lock = getattr(thread, "_tstate_lock", None)            # Python 3.12 and older
     if lock is not None and lock.locked():
         lock.release()
     stop = getattr(thread, "_stop", None)
     if stop is not None:
         stop()
+    handle = getattr(thread, "_handle", None)               # Python 3.13
+    if handle is not None and not handle.is_done():
+        handle._set_done()
+        thread._delete()
+        # Python's own end still waits for every thread it started to come
+        # back to its thread bootstrap, which this one never does.
+        threading._thread_shutdown = join_other_threads
+
+
+def join_other_threads():
+    """threading's end on Python 3.13 once a thread has ended under
+    thread::exit: wait for the non-daemon threads that still run."""
+    me = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not me and not thread.daemon:
+            thread.join()
 
 
 SHUTDOWN_STEPS = (run_atexit, other_threads_running, thread_ended, flush_files)
