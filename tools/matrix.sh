@@ -15,6 +15,8 @@
 #                          by tools/trixie-root.sh (needs root)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Each stack's make runs as a user's would, not as a sub-make of `make matrix`.
+unset MAKEFLAGS MAKELEVEL MFLAGS MAKEOVERRIDES
 checkout=$PWD
 matrix_dir=${MATRIX_DIR:-/var/tmp/tclamp-matrix}
 trixie_root=${TRIXIE_ROOT:-/var/tmp/tclamp-trixie}
@@ -57,7 +59,6 @@ copy_checkout() {
 
 run_stack() {
     local stack=$1 base tree venv python make_args
-    [ -n "${PYTHONS[$stack]:-}" ] || { echo "unknown stack: $stack (stacks: ${ALL[*]})" >&2; return 2; }
     python=${PYTHONS[$stack]}
     make_args=(PYTHON="$python" PYTEST_ARGS="${SLICES[$stack]}")
     [ -n "${TORCH[$stack]:-}" ] && make_args+=(TORCH_SPEC="${TORCH[$stack]}")
@@ -78,6 +79,9 @@ run_stack() {
 
 stacks=("$@")
 [ ${#stacks[@]} -gt 0 ] || stacks=("${ALL[@]}")
+for stack in "${stacks[@]}"; do
+    [ -n "${PYTHONS[$stack]:-}" ] || { echo "unknown stack: $stack (stacks: ${ALL[*]})" >&2; exit 2; }
+done
 mkdir -p "$matrix_dir"
 summary=()
 failed=0
