@@ -2,8 +2,8 @@
 # The suite on the stacks besides the default one (`make test`: Debian 12's
 # Tcl 8.6, Python 3.11, the pinned torch).  Each stack runs `make setup test`
 # in its own copy of the checkout and its own Python environment, under
-# MATRIX_DIR, so stacks never share a build; the environments are kept for
-# the next run.  Each runs a slice of the suite (SLICES below), chosen for
+# MATRIX_DIR (default: one for this checkout, under /var/tmp/tclamp-matrix),
+# so stacks never share a build; the environments are kept for the next run.  Each runs a slice of the suite (SLICES below), chosen for
 # what that stack changes, so that CI stays within its time.
 #
 #   tools/matrix.sh [STACK...]      all stacks when none is named
@@ -18,7 +18,9 @@ cd "$(dirname "$0")/.."
 # Each stack's make runs as a user's would, not as a sub-make of `make matrix`.
 unset MAKEFLAGS MAKELEVEL MFLAGS MAKEOVERRIDES
 checkout=$PWD
-matrix_dir=${MATRIX_DIR:-/var/tmp/tclamp-matrix}
+# One directory per checkout: two checkouts' runs at once never share a copy
+# or an environment.
+matrix_dir=${MATRIX_DIR:-/var/tmp/tclamp-matrix/$(echo "${checkout#/}" | tr / _)}
 trixie_root=${TRIXIE_ROOT:-/var/tmp/tclamp-trixie}
 pyenv_root=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
 
