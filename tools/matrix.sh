@@ -2,9 +2,10 @@
 # The suite on the stacks besides the default one (`make test`: Debian 12's
 # Tcl 8.6, Python 3.11, the pinned torch).  Each stack runs `make setup test`
 # in its own copy of the checkout and its own Python environment, under
-# MATRIX_DIR, so stacks never share a build; the environments are kept for
-# the next run.  Each runs a slice of the suite (SLICES below), chosen for
-# what that stack changes, so that CI stays within its time.
+# MATRIX_DIR (default /var/tmp/tclamp-matrix), so stacks never share a
+# build; the environments are kept for the next run.  Each runs a slice of
+# the suite (SLICES below), chosen for what that stack changes, so that CI
+# stays within its time.
 #
 #   tools/matrix.sh [STACK...]      all stacks when none is named
 #
@@ -15,7 +16,13 @@
 #                          by tools/trixie-root.sh (needs root)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Each stack's make runs as a user's would, not as a sub-make of `make matrix`.
+unset MAKEFLAGS MAKELEVEL MFLAGS MAKEOVERRIDES
 checkout=$PWD
+# One directory for every checkout on this machine, so that a fresh clone
+# (CI's) finds the environments (torch for each Python) that an earlier run
+# made; a run takes it whole (flock below), so two runs at once take turns
+# rather than share a copy or an environment.
 matrix_dir=${MATRIX_DIR:-/var/tmp/tclamp-matrix}
 trixie_root=${TRIXIE_ROOT:-/var/tmp/tclamp-trixie}
 pyenv_root=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
@@ -57,7 +64,6 @@ copy_checkout() {
 
 run_stack() {
     local stack=$1 base tree venv python make_args
-    [ -n "${PYTHONS[$stack]:-}" ] || { echo "unknown stack: $stack (stacks: ${ALL[*]})" >&2; return 2; }
     python=${PYTHONS[$stack]}
     make_args=(PYTHON="$python" PYTEST_ARGS="${SLICES[$stack]}")
     [ -n "${TORCH[$stack]:-}" ] && make_args+=(TORCH_SPEC="${TORCH[$stack]}")
@@ -78,7 +84,12 @@ run_stack() {
 
 stacks=("$@")
 [ ${#stacks[@]} -gt 0 ] || stacks=("${ALL[@]}")
+for stack in "${stacks[@]}"; do
+    [ -n "${PYTHONS[$stack]:-}" ] || { echo "unknown stack: $stack (stacks: ${ALL[*]})" >&2; exit 2; }
+done
 mkdir -p "$matrix_dir"
+exec 9>"$matrix_dir/.lock"
+flock -w 7200 9 || { echo "another make matrix holds $matrix_dir" >&2; exit 1; }
 summary=()
 failed=0
 for stack in "${stacks[@]}"; do

@@ -4,7 +4,7 @@
 #
 #   tools/trixie-root.sh ROOT              make the root (reused when done)
 #   tools/trixie-root.sh ROOT run CMD...   run CMD inside it, with proc, dev,
-#                                          dev/pts and sys mounted for the run
+#                                          dev/pts and sys mounted for CMD only
 #
 # The packages come from the Debian archive this machine's apt already uses.
 set -euo pipefail
@@ -38,8 +38,6 @@ make_root() {
     if [ -f "$stamp" ]; then
         # A root made with fewer packages gets the rest.
         run_inside sh -c "apt-get update -qq && apt-get install -y -qq ${packages//,/ }"
-        unmount_all
-        trap - EXIT INT TERM
     else
         # A half-made root (an interrupted debootstrap) is started over.
         if [ -e "$root" ]; then
@@ -59,6 +57,8 @@ copy_host_files() {
     cp /etc/hosts /etc/resolv.conf "$root/etc/"
 }
 
+# Mounts that an interrupted debootstrap left behind (removed before a
+# half-made root is deleted).
 mounts=(proc dev dev/pts sys)
 
 unmount_all() {
@@ -70,19 +70,16 @@ unmount_all() {
     done
 }
 
-# Each run mounts in a mount namespace of its own: its mounts go with it,
-# and the end of another run (another stack, another session) cannot
-# unmount them while it still runs.
+# The command runs in a mount namespace of its own: its mounts are seen by
+# nothing else (two runs at once cannot unmount each other's) and vanish
+# with it, however it ends.
 run_inside() {
-    local m
-    if [ -z "${TCLAMP_ROOT_NAMESPACE:-}" ]; then
-        TCLAMP_ROOT_NAMESPACE=1 exec unshare --mount --propagation private "$0" "$root" run "$@"
-    fi
-    for m in "${mounts[@]}"; do
-        mount --bind "/$m" "$root/$m"
-    done
     copy_host_files
-    exec chroot "$root" /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
+    unshare --mount --propagation private /bin/sh -c '
+        root=$1; shift
+        for m in proc dev dev/pts sys; do mount --bind "/$m" "$root/$m" || exit 1; done
+        exec chroot "$root" "$@"' sh "$root" \
+        /usr/bin/env -i HOME=/root TERM="${TERM:-dumb}" \
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         LANG=C.UTF-8 PIP_CERT=/etc/ssl/certs/ca-certificates.crt "$@"
 }
