@@ -196,7 +196,8 @@ def order_env():
 
 
 @pytest.mark.parametrize("output", ["pipe", "file", "terminal"])
-@pytest.mark.parametrize("host", list(ORDER_HOSTS))
+@pytest.mark.parametrize("host", [pytest.param(host, marks=needs_tkinters_tcl) if host == "tkinter"
+                                  else host for host in ORDER_HOSTS])
 def test_python_hosts_keep_the_written_order(host, output, tmp_path):
     program = tmp_path / "order.py"
     program.write_text(ORDER_HOSTS[host] + ORDER_CODE)

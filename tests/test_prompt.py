@@ -287,7 +287,7 @@ puts "not reached"
 
 
 def test_piped_stdin_is_read_as_tclsh_reads_it(tmp_path):
-    by_tclsh = subprocess.run(["tclsh"], input=PIPED, capture_output=True, text=True,
+    by_tclsh = subprocess.run([TCLSH], input=PIPED, capture_output=True, text=True,
                               cwd=tmp_path, env=tcl_env())
     by_tclamp = subprocess.run([sys.executable, "-m", "tclamp"], input=PIPED,
                                capture_output=True, text=True, cwd=tmp_path)
@@ -301,7 +301,7 @@ def test_piped_stdin_is_read_as_tclsh_reads_it(tmp_path):
     assert (r.stdout, r.returncode) == ("a\n", 0)
 
 
-@pytest.mark.parametrize("program", [["tclsh"], [sys.executable, "-m", "tclamp"]],
+@pytest.mark.parametrize("program", [[TCLSH], [sys.executable, "-m", "tclamp"]],
                          ids=["tclsh", "tclamp"])
 def test_ctrl_c_while_waiting_for_piped_input_ends_the_program(tmp_path, program):
     env = tcl_env()
@@ -406,7 +406,7 @@ def test_scripts_and_package_require_leave_main_alone(tmp_path):
     script.write_text("package require tclamp\nputs [py eval {'torch' in globals()}]\n")
     by_tclamp = subprocess.run([sys.executable, "-m", "tclamp", str(script)],
                                capture_output=True, text=True, cwd=tmp_path)
-    by_tclsh = subprocess.run(["tclsh", str(script)], capture_output=True, text=True,
+    by_tclsh = subprocess.run([TCLSH, str(script)], capture_output=True, text=True,
                               cwd=tmp_path, env=tcl_env())
     assert (by_tclamp.stdout, by_tclsh.stdout) == ("0\n", "0\n")
 
@@ -426,7 +426,7 @@ def test_py_interact_in_a_tclsh_script_reads_stdin(tmp_path):
     script = tmp_path / "s.tcl"
     script.write_text("package require tclamp\npy exec {x = 5}\n"
                       "puts \"result: [list [py interact]]\"\nputs \"y: [py eval y]\"\n")
-    r = subprocess.run(["tclsh", str(script)], input="y = x * 2\nprint('in', y)\n",
+    r = subprocess.run([TCLSH, str(script)], input="y = x * 2\nprint('in', y)\n",
                        capture_output=True, text=True, cwd=tmp_path, env=tcl_env())
     assert r.stdout == ">>> >>> in 10\n>>> result: {}\ny: 10\n"     # prompts, as Python writes them
     assert "end of file (Ctrl-D) returns to Tcl" in r.stderr
