@@ -14,6 +14,10 @@
 #   torch2.4               Tcl 8.6, Python 3.11, the oldest torch pyproject allows
 #   tcl9.0                 Debian 13's tclsh9.0 and Python 3.13, in a root made
 #                          by tools/trixie-root.sh (needs root)
+#   wheel                  a wheel built here (pyenv's 3.13) and installed in a
+#                          venv of Debian 13's own 3.13: package require and a
+#                          bfloat16 matmul in its tclsh9.0 and tclsh8.6
+#                          (tools/wheel-check.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # Each stack's make runs as a user's would, not as a sub-make of `make matrix`.
@@ -33,6 +37,7 @@ declare -A PYTHONS=(
     [py3.13]=$pyenv_root/versions/3.13.0/bin/python3
     [torch2.4]=$pyenv_root/versions/3.11.7/bin/python3
     [tcl9.0]=/usr/bin/python3
+    [wheel]=$pyenv_root/versions/3.13.0/bin/python3
 )
 declare -A TORCH=([torch2.4]=torch==2.4.1)
 declare -A TCLSHS=([tcl9.0]=tclsh9.0)
@@ -49,8 +54,9 @@ declare -A SLICES=(
     [py3.13]="tests/test_threads.py tests/test_hosts.py tests/test_interps.py tests/test_exit.py tests/lifecycle.test"
     [torch2.4]="tests/*.test tests/test_examples.py tests/test_python_face.py tests/test_scope_python.py"
     [tcl9.0]="tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
+    [wheel]="tools/wheel-check.sh (no pytest)"
 )
-ALL=(py3.10 py3.12 py3.13 torch2.4 tcl9.0)
+ALL=(py3.10 py3.12 py3.13 torch2.4 tcl9.0 wheel)
 
 # The checkout's files as git sees them (no environment, no build), with
 # their times, so that a kept environment's stamps stay valid.
@@ -68,7 +74,12 @@ run_stack() {
     make_args=(PYTHON="$python" PYTEST_ARGS="${SLICES[$stack]}")
     [ -n "${TORCH[$stack]:-}" ] && make_args+=(TORCH_SPEC="${TORCH[$stack]}")
     [ -n "${TCLSHS[$stack]:-}" ] && make_args+=(TCLSH="${TCLSHS[$stack]}")
-    if [ "$stack" = tcl9.0 ]; then
+    if [ "$stack" = wheel ]; then
+        tools/trixie-root.sh "$trixie_root" || return 1
+        base=$matrix_dir/$stack
+        copy_checkout "$base/tree"
+        (cd "$base/tree" && tools/wheel-check.sh "$trixie_root" "$python")
+    elif [ "$stack" = tcl9.0 ]; then
         tools/trixie-root.sh "$trixie_root" || return 1
         base=$matrix_dir/$stack
         copy_checkout "$trixie_root$base/tree"

@@ -21,8 +21,12 @@ torch::autocast_enable cpu bfloat16
 py exec {import torch; product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))}
 puts "Tcl [info patchlevel]: [py eval {str(product.dtype)}]"
 TCL
-tools/trixie-root.sh "$root" run sh -ec "
+out=$(tools/trixie-root.sh "$root" run sh -ec "
     python3 -m venv $venv
     $venv/bin/pip install -q /tmp/tclamp-wheel/$(basename "$wheel")
     $venv/bin/tclamp install-tcl /usr/local/lib/tcltk/tclamp >/dev/null
-    for tclsh in tclsh9.0 tclsh8.6; do \$tclsh /tmp/tclamp-wheel/check.tcl; done"
+    for tclsh in tclsh9.0 tclsh8.6; do \$tclsh /tmp/tclamp-wheel/check.tcl || true; done")
+echo "$out"
+passed=$(echo "$out" | grep -cE '^Tcl (9\.0|8\.6)\.[0-9]+: torch\.bfloat16$' || true)
+echo "$passed passed, $((2 - passed)) failed"
+[ "$passed" = 2 ]
