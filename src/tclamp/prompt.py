@@ -271,16 +271,19 @@ def read_line(interp, evaluator):
         signal.signal(signal.SIGINT, evaluator.on_sigint)
 
 
-def run_read(evaluator, script):
+def run_read(evaluator, script, traceback=False):
+    """Runs one command as the prompt does, its error to stderr (with
+    errorInfo when asked); returns its result, or None after an error."""
     try:
-        evaluator.run(script)
+        return evaluator.run(script)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
     except TclError as error:
         if evaluator.interrupted:
             print("interrupted", file=sys.stderr)
         elif evaluator.exit_code is None:
-            print(error.result, file=sys.stderr)
+            print(error.errorinfo if traceback else error.result, file=sys.stderr)
+    return None
 
 
 def interact(interp, traceback):
@@ -312,18 +315,9 @@ def interact(interp, traceback):
         if interp.call("info", "complete", buffer) != "1":
             continue
         script, buffer = buffer, ""
-        try:
-            result = evaluator.run(script)
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-        except TclError as error:
-            if evaluator.interrupted:
-                print("interrupted", file=sys.stderr)
-            elif evaluator.exit_code is None:
-                print(error.errorinfo if traceback else error.result, file=sys.stderr)
-        else:
-            if result:
-                print(result)
+        result = run_read(evaluator, script, traceback)
+        if result:
+            print(result)
     return evaluator.exit_code
 
 
