@@ -11,6 +11,21 @@ root=$1 python=$2
 rm -rf dist
 tools/wheels.sh "$python"
 wheel=$(ls dist/tclamp-*.whl)
+# A manylinux wheel whose binaries name no path of this machine and link
+# neither libpython nor libtcl.
+unpacked=$(mktemp -d)
+(cd "$unpacked" && python3 -m zipfile -e "$OLDPWD/$wheel" .)
+binaries=$(ls "$unpacked"/tclamp/_bridge[89]*.so "$unpacked"/tclamp/_loader[89]*.so)
+[ "$(echo "$binaries" | wc -l)" = 4 ] || { echo "wheel-check: expected 4 binaries: $binaries"; exit 1; }
+for binary in $binaries; do
+    if strings "$binary" | grep -E "$PWD|/root/|/home/|pyenv" ||
+       readelf -d "$binary" | grep -E 'RPATH|RUNPATH|libpython|libtcl'; then
+        echo "wheel-check: $binary names this machine or links Python or Tcl"; exit 1
+    fi
+done
+build/wheel-tools/bin/auditwheel show "$wheel" | tr -s ' \n' ' ' | grep -q 'manylinux_2_17_x86_64' ||
+    { echo "wheel-check: auditwheel does not take it as manylinux_2_17"; exit 1; }
+rm -rf "$unpacked"
 venv=/var/tmp/tclamp-wheel-venv
 rm -rf "$root$venv" "$root/tmp/tclamp-wheel"
 mkdir -p "$root/tmp/tclamp-wheel"
