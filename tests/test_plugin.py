@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from conftest import ROOT, TCLSH, tcl_env
+from conftest import ROOT, TCL9, TCLSH, tcl_env
 
 CASES = ROOT / "tests" / "plugin_cases"
 SHAPES_IDS = ["plain-1.1", "with space", "twice", "twice[2]", "setup-fails", "cleanup-fails",
@@ -385,10 +385,12 @@ def test_all_tcl_exits_1_when_a_file_fails_to_load_or_stops_early(tmp_path):
         "Files with failing tests or no summary: broken.test, exit_in_case.test\n")
 
 
+@pytest.mark.skipif(TCL9, reason="Tcl 9 writes no half character (its channels refuse a lone "
+                                   "surrogate, as tclsh9.0 does this file's puts)")
 def test_half_characters_in_names_and_reports_lose_nothing(tmp_path):
-    # Tcl 8.6 writes half a character as UTF-8 no strict decoder takes.
+    # Tcl writes half a character as UTF-8 no strict decoder takes.
     copy_cases(tmp_path, "half_characters.test")
-    r = subprocess.run(["tclsh", "half_characters.test"], cwd=tmp_path, capture_output=True,
+    r = subprocess.run([TCLSH, "half_characters.test"], cwd=tmp_path, capture_output=True,
                        timeout=300)
     assert b"half_characters.test:\tTotal\t4\tPassed\t2\tSkipped\t0\tFailed\t2" in r.stdout
     result = run_pytest(tmp_path, "-rA", "--junitxml=junit.xml", "half_characters.test")
