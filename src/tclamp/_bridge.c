@@ -3324,7 +3324,12 @@ close_python(int may_finalize)
        hold (its errorCode value stays: Tcl may be gone). */
     Py_CLEAR(t->in_flight);
     t->in_flight_code = NULL;
-    if (may_finalize && others == 0 && atomic_load(&abandoned_threads) == 0
+    /* Only the thread Python started on finalizes it: Python 3.13 ends any
+       other thread that takes the GIL while it finalizes (its own files'
+       writes release the GIL), so a Tcl thread that ends the process after
+       the worker that started Python has gone would vanish mid-way. */
+    int starter = t->own != NULL && t->own == first_state;
+    if (may_finalize && starter && others == 0 && atomic_load(&abandoned_threads) == 0
             && !subinterpreters && !shutdown_step(STEP_OTHER_THREADS)) {
         closing = 0;            /* finalizing runs no more of our steps */
         Py_FinalizeEx();
