@@ -35,7 +35,8 @@ setup: system-packages $(SETUP_STAMP) $(TCL_RECORD) $(BUILT_STAMP) $(PYTHON_RECO
        tcl/pkgIndex.tcl
 
 # Tcl's headers, tclsh, the Thread package, and wish with a virtual X
-# server (a test host) come from Debian, in the packages of TCLSH's version
+# server (a test host), and valgrind (the embed host's exit is checked
+# under it), come from Debian, in the packages of TCLSH's version
 # (Debian 12 has 8.6's, Debian 13 also 9.0's).  Each check exits non-zero
 # when its thing is missing: `tclsh` reading a pipe exits 0 even after an
 # error, so the Tcl checks say `exit [catch ...]`.
@@ -45,7 +46,8 @@ MISSING_DEBS = $(strip \
     $(if $(TCL_CONFIG),,tcl$(TCL_VERSION) tcl$(TCL_VERSION)-dev) \
     $(shell $(call tcl_has,Thread,$(TCLSH)) || echo $(THREAD_DEB)) \
     $(shell command -v $(WISH) >/dev/null || echo tk$(TCL_VERSION)) \
-    $(shell command -v Xvfb >/dev/null || echo xvfb))
+    $(shell command -v Xvfb >/dev/null || echo xvfb) \
+    $(shell command -v valgrind >/dev/null || echo valgrind))
 
 system-packages:
 	@missing='$(MISSING_DEBS)'; if [ -n "$$missing" ]; then \
