@@ -66,6 +66,10 @@ if {$::tclamp::version ne $version} {
 set running [::tclamp::python_loaded]
 if {$running ne ""} {
     set tag cpython-[string map {. {}} $running]
+    if {![llength [lsearch -all -glob $bridges *.$tag-*]]} {
+        throw {TCLAMP PYTHON_START} "tclamp: this process runs Python $running, and\
+            tclamp in $dir has no bridge built for it"
+    }
 } else {
     if {$python eq ""} {
         throw {TCLAMP PYTHON_START} \
@@ -115,8 +119,8 @@ print("tclamp-probe", sys.implementation.cache_tag, sys.version.split()[0],
     }
     ::tclamp::load_python $libpython
 }
-# The bridge for this Python (a build without an ABI tag in its name serves any).
-set bridge [lindex [concat [lsearch -all -inline -glob $bridges *.$tag-*] $bridges] 0]
+# The bridge built for this Python (its file name carries the ABI tag).
+set bridge [lindex [lsearch -all -inline -glob $bridges *.$tag-*] 0]
 
 # Tclamp_Init runs once per interpreter and provides the package; after
 # `package forget`, `load` finds the bridge loaded and it is provided here.
