@@ -1,4 +1,4 @@
-# What torch::autocast_trace costs: the training step of examples/train_amp.tcl
+# What torch::autocast_trace costs: the training step of make demo (examples/amp_step.tcl)
 # (forward under cpu autocast, backward, optimizer step; bfloat16, and float16
 # with the grad scaler), traced and untraced, in turns in this one process.
 #   TCLLIBPATH=$PWD/tcl tclsh bench/trace_overhead.tcl ?ROUNDS? ?STEPS?
@@ -8,30 +8,8 @@
 package require tclamp
 lassign [concat $argv 9 20] rounds steps
 
-set examples [file join [file dirname [file dirname [file normalize [info script]]]] examples]
-py exec [list import sys]
-py call sys.path.append $examples
-py import tiny_model
-set scaler [torch::grad_scaler_new -init_scale 1024 -growth_interval 50 -device cpu]
-set optimizer [py eval tiny_model.optimizer]
-set batches [py call tiny_model.batch_count]
-
-# The demo's step, as examples/train_amp.tcl writes it.
-proc train_step {batch} {
-    global scaler optimizer
-    py scope {
-        set loss [torch::autocast -device_type cpu { py call tiny_model.forward_loss $batch }]
-        if {[torch::autocast_get_dtype cpu] eq "float16"} {
-            [torch::grad_scaler_scale $scaler $loss] backward
-            torch::grad_scaler_step $scaler $optimizer
-            torch::grad_scaler_update $scaler
-        } else {
-            $loss backward
-            $optimizer step
-        }
-        $loss item
-    }
-}
+# The demo's model and step (examples/amp_step.tcl, as make demo runs them).
+source [file join [file dirname [file dirname [file normalize [info script]]]] examples amp_step.tcl]
 proc untraced {steps} {
     for {set i 0} {$i < $steps} {incr i} { train_step [expr {$i % $::batches}] }
 }

@@ -5,37 +5,13 @@
 #   TCLLIBPATH=$PWD/tcl tclsh examples/train_amp.tcl     (or: make demo)
 package require tclamp
 
-py exec [list import sys]
-py call sys.path.append [file dirname [file normalize [info script]]]
-py import tiny_model
+source [file join [file dirname [file normalize [info script]]] amp_step.tcl]
 
 # epoch -> the dtype autocast computes in (the seed page's dynamic control)
 set schedule {0 bfloat16 1 bfloat16 2 bfloat16 3 float16 4 float16 5 float16}
-set scaler [torch::grad_scaler_new -init_scale 1024 -growth_interval 50 -device cpu]
-set optimizer [py eval tiny_model.optimizer]
-set batches [py call tiny_model.batch_count]
 
 puts [format "%-6s %-9s %-11s %s" epoch dtype train_loss full_loss]
 puts [format "%-6s %-9s %-11s %.4f" - float32 - [py call tiny_model.full_loss]]
-# One training step in the current autocast dtype; returns the batch's loss.
-proc train_step {batch} {
-    global scaler optimizer
-    # The step's tensors (the loss, the scaled loss) go when the scope ends.
-    py scope {
-        set loss [torch::autocast -device_type cpu { py call tiny_model.forward_loss $batch }]
-        if {[torch::autocast_get_dtype cpu] eq "float16"} {
-            # float16 gradients can underflow: scale the loss, step through the scaler
-            [torch::grad_scaler_scale $scaler $loss] backward
-            torch::grad_scaler_step $scaler $optimizer
-            torch::grad_scaler_update $scaler
-        } else {
-            $loss backward
-            $optimizer step
-        }
-        $loss item
-    }
-}
-
 dict for {epoch dtype} $schedule {
     if {[torch::autocast_get_dtype cpu] ne $dtype} {
         torch::autocast_set_dtype $dtype cpu
