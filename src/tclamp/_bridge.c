@@ -533,10 +533,16 @@ copy_blocks(char *dst, const char *src, Py_ssize_t n, int nul)
     return n;
 }
 
-/* Long UTF-8 that is all ASCII as a str; NULL, with no error, otherwise. */
+/* Long UTF-8 that is all ASCII as a str; NULL, with no error, otherwise.
+   Its first block is looked at before the str is made: text that is not
+   ASCII nearly always shows it there, and then costs no str of its length
+   made and thrown away. */
 static PyObject *
 ascii_str(const char *s, Py_ssize_t len)
 {
+    char first[64];
+    if (copy_blocks(first, s, sizeof first, 0) < (Py_ssize_t)sizeof first)
+        return NULL;
     PyObject *str = PyUnicode_New(len, 127);
     if (str == NULL) {
         PyErr_Clear();          /* the general way reports it */

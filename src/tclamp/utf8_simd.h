@@ -168,31 +168,57 @@ utf8_of(int kind, const void *data, Py_ssize_t len, char *out)
     return surrogates[0] | surrogates[1] | surrogates[2] | surrogates[3] ? NULL : out;
 }
 
+/* How many bytes of UTF-8 Tcl writes for a str of one- or two-byte
+   characters: one each, a second for NUL (C0 80) and from U+0080, a third
+   from U+0800 (a surrogate, too, where Tcl 8.6 writes it). */
+static inline __attribute__((always_inline)) size_t
+utf8_size(int kind, const void *data, Py_ssize_t len)
+{
+    size_t size = (size_t)len;
+    /* counted in 16-bit lanes, 16384 characters (2 at most each) at a time */
+    for (Py_ssize_t start = 0; start < len; start += 16384) {
+        Py_ssize_t end = len - start > 16384 ? start + 16384 : len;
+        uint16_t extra = 0;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            for (Py_ssize_t i = start; i < end; i++) {
+                Py_UCS1 c = ((const Py_UCS1 *)data)[i];
+                extra += (uint8_t)(c - 1) >= 0x7F;      /* NUL, or from U+0080 */
+            }
+        } else {
+            for (Py_ssize_t i = start; i < end; i++) {
+                Py_UCS2 c = ((const Py_UCS2 *)data)[i];
+                extra += ((uint16_t)(c - 1) >= 0x7F) + (c >= 0x800);
+            }
+        }
+        size += extra;
+    }
+    return size;
+}
+
 /* Gives a value that tcl_from_units made (code units only, no text yet)
    its UTF-8 as well, so that neither `string length` nor a use of its text
    makes Tcl convert the characters one by one.  (A str with characters
-   beyond the BMP keeps code units only.)  The text gets room for the worst
-   case and is cut to size at the end: a large one then comes fresh from
-   the system each time, where one of exactly the size would sit on top of
-   malloc's heap, and freeing it together with Python's copy of the text
-   can make malloc hand all of it back (a page fault per 4 KiB on the next
-   call). */
+   beyond the BMP keeps code units only.)  The text is counted first and
+   made at its exact size: no room for the worst case that is cut later. */
 static void
 add_utf8(Tcl_Obj *obj, PyObject *s)
 {
     int kind = PyUnicode_KIND(s);
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+    const void *data = PyUnicode_DATA(s);
     if (kind != PyUnicode_1BYTE_KIND && kind != PyUnicode_2BYTE_KIND)
         return;
-    char *text = text_room(obj, (size_t)len * (kind == PyUnicode_1BYTE_KIND ? 2 : 3) + 16);
+    size_t size = kind == PyUnicode_1BYTE_KIND ? utf8_size(PyUnicode_1BYTE_KIND, data, len)
+                                               : utf8_size(PyUnicode_2BYTE_KIND, data, len);
+    /* the writers store whole words past the end: 16 bytes at most */
+    char *text = text_room(obj, size + 16);
     if (text == NULL)
         return;
     char *end = kind == PyUnicode_1BYTE_KIND
-        ? utf8_of(PyUnicode_1BYTE_KIND, PyUnicode_DATA(s), len, text)
-        : utf8_of(PyUnicode_2BYTE_KIND, PyUnicode_DATA(s), len, text);
+        ? utf8_of(PyUnicode_1BYTE_KIND, data, len, text)
+        : utf8_of(PyUnicode_2BYTE_KIND, data, len, text);
     if (end == NULL)
         Tcl_InvalidateStringRep(obj);
     else
         text_done(obj, (Tcl_Size)(end - text));
 }
-
