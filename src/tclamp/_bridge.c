@@ -554,6 +554,109 @@ ascii_str(const char *s, Py_ssize_t len)
     return NULL;
 }
 
+/* A list's text, as Tcl writes it, for a list whose items are integers
+   (without text: written from their values) or words that need no quoting.
+   Tcl would give each integer a text of its own (an allocation each) to
+   copy from, at several times the cost.  Any other list is left to Tcl. */
+static const char two_digits[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static int
+is_plain_int(Tcl_Obj *item, unsigned long long *magnitude)
+{
+    long long w;
+    if (item->bytes != NULL || item->typePtr == NULL
+            || (item->typePtr != int_type && item->typePtr != wide_type)
+            || int_obj_value(item, &w) != TCL_OK)
+        return 0;
+    *magnitude = w < 0 ? 0 - (unsigned long long)w : (unsigned long long)w;
+    return w < 0 ? -1 : 1;
+}
+
+static int
+digits_of(unsigned long long u)
+{
+    static const unsigned long long powers[20] = {
+        1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+        100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
+        10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+        100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
+    /* u | 1 has u's digits (a power of ten is even, or 1); t, from its
+       bit length, is its number of digits or one less */
+    unsigned long long v = u | 1;
+    int t = (64 - __builtin_clzll(v)) * 1233 >> 12;
+    return t + (v >= powers[t]);
+}
+
+/* Writes u's digits ending at `end`, two at a time (in 32 bits when it
+   fits, which is quicker). */
+static void
+write_digits(unsigned long long u, char *end)
+{
+    while (u > 0xFFFFFFFFu) {
+        end -= 2;
+        memcpy(end, two_digits + 2 * (u % 100), 2);
+        u /= 100;
+    }
+    uint32_t v = (uint32_t)u;
+    while (v >= 100) {
+        end -= 2;
+        memcpy(end, two_digits + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10)
+        memcpy(end - 2, two_digits + 2 * v, 2);
+    else
+        end[-1] = (char)('0' + v);
+}
+
+static void
+write_list_text(Tcl_Obj *list)
+{
+    Tcl_Size n, len;
+    Tcl_Obj **items;
+    unsigned long long u;
+    if (Tcl_ListObjGetElements(NULL, list, &n, &items) != TCL_OK || n == 0)
+        return;
+    size_t size = (size_t)n - 1;                /* the spaces */
+    for (Tcl_Size i = 0; i < n; i++) {
+        int sign = is_plain_int(items[i], &u);
+        if (sign != 0) {
+            size += (size_t)digits_of(u) + (sign < 0);
+            continue;
+        }
+        int flags;
+        const char *word = Tcl_GetStringFromObj(items[i], &len);
+        if (len == 0 || (i == 0 && word[0] == '#')
+                || Tcl_ScanCountedElement(word, len, &flags) != len)
+            return;                             /* quoted: Tcl writes it */
+        size += (size_t)len;
+    }
+    if (size > (size_t)TCL_SIZE_MAX)
+        return;
+    char *text = text_room(list, size), *out = text;
+    if (text == NULL)
+        return;
+    for (Tcl_Size i = 0; i < n; i++) {
+        if (i > 0)
+            *out++ = ' ';
+        int sign = is_plain_int(items[i], &u);
+        if (sign == 0) {
+            const char *word = Tcl_GetStringFromObj(items[i], &len);
+            memcpy(out, word, (size_t)len);
+            out += len;
+            continue;
+        }
+        if (sign < 0)
+            *out++ = '-';
+        out += digits_of(u);
+        write_digits(u, out);
+    }
+    text_done(list, (Tcl_Size)size);
+}
+
 static PyObject *
 str_from_tcl(Tcl_Obj *obj)
 {
@@ -562,6 +665,8 @@ str_from_tcl(Tcl_Obj *obj)
     int is_string = obj->typePtr == string_type && string_type != NULL;
     if (obj->bytes == NULL && is_string)
         return str_from_units(obj);
+    if (obj->bytes == NULL && obj->typePtr == list_type && list_type != NULL)
+        write_list_text(obj);
     Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
     PyObject *str = len >= BLOCK_COPY_MIN ? ascii_str(s, len) : NULL;
@@ -703,6 +808,8 @@ big_int_to_tcl(InterpState *owner, PyObject *v)
 
 static Tcl_Obj *to_tcl(InterpState *owner, PyObject *v);
 
+#define LIST_STACK_ITEMS 16     /* items of a list converted without an allocation */
+
 static Tcl_Obj *
 dict_to_tcl(InterpState *owner, PyObject *v)
 {
@@ -730,6 +837,49 @@ dict_to_tcl(InterpState *owner, PyObject *v)
     return result;
 }
 
+/* A list or tuple as a Tcl list: its items are converted into an array,
+   which then becomes the list at its size (appending them one by one
+   would grow the list as it goes). */
+static Tcl_Obj *
+sequence_to_tcl(InterpState *owner, PyObject *v)
+{
+    PyObject *seq = PySequence_Fast(v, "");     /* v itself: its items, even a subclass's */
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Tcl_Obj *stack[LIST_STACK_ITEMS], **items = stack, *result = NULL;
+    if (check_tcl_size(n, PyList_Check(v) ? "list" : "tuple", "items") < 0
+            || (n > LIST_STACK_ITEMS && (items = PyMem_New(Tcl_Obj *, n)) == NULL)) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t made = 0;
+    /* a list that converting an item changed (a handle's __del__, say) is
+       read again; an int, the commonest item, is made here */
+    while (made < n && made < PySequence_Fast_GET_SIZE(seq)) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, made);
+        int overflow = 1;
+        long long x = PyLong_CheckExact(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
+        if ((items[made] = overflow ? to_tcl(owner, item) : new_int_obj(x)) == NULL)
+            break;
+        made++;
+    }
+    if (made == n)
+        result = Tcl_NewListObj((Tcl_Size)n, items);
+    else if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "the list changed size while it was converted");
+    if (result == NULL) {
+        while (made-- > 0)
+            discard(items[made]);
+    }
+    if (items != stack)
+        PyMem_Free(items);
+    Py_DECREF(seq);
+    return result;
+}
+
 /* A Python value as a new (refcount 0) Tcl value, or NULL with a Python error. */
 static Tcl_Obj *
 to_tcl(InterpState *owner, PyObject *v)
@@ -742,7 +892,7 @@ to_tcl(InterpState *owner, PyObject *v)
         int overflow;
         long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (!overflow && !(x == -1 && PyErr_Occurred()))
-            return Tcl_NewWideIntObj((Tcl_WideInt)x);
+            return new_int_obj(x);
         PyErr_Clear();
         PyObject *digits = PyLong_Type.tp_repr(v);   /* decimal, any size */
         if (digits == NULL) {
@@ -775,21 +925,7 @@ to_tcl(InterpState *owner, PyObject *v)
         if (PyDict_Check(v)) {
             result = dict_to_tcl(owner, v);
         } else {
-            PyObject *seq = PySequence_Fast(v, "");
-            Py_ssize_t n = seq ? PySequence_Fast_GET_SIZE(seq) : 0;
-            if (seq != NULL && check_tcl_size(n, PyList_Check(v) ? "list" : "tuple", "items") == 0) {
-                result = Tcl_NewListObj(0, NULL);
-                for (Py_ssize_t i = 0; i < n; i++) {
-                    Tcl_Obj *item = to_tcl(owner, PySequence_Fast_GET_ITEM(seq, i));
-                    if (item == NULL) {
-                        discard(result);
-                        result = NULL;
-                        break;
-                    }
-                    Tcl_ListObjAppendElement(NULL, result, item);
-                }
-            }
-            Py_XDECREF(seq);
+            result = sequence_to_tcl(owner, v);
         }
         Py_LeaveRecursiveCall();
         return result;
@@ -2229,11 +2365,11 @@ value_error(Tcl_Interp *interp)
 static PyObject *
 int_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
 {
-    Tcl_WideInt w;
+    long long w;
     if (obj->typePtr == NULL || obj->typePtr != bignum_type) {
-        if (Tcl_GetWideIntFromObj(NULL, obj, &w) == TCL_OK
+        if (int_obj_value(obj, &w) == TCL_OK
                 && (obj->typePtr == NULL || obj->typePtr != bignum_type))
-            return PyLong_FromLongLong((long long)w);
+            return PyLong_FromLongLong(w);
     }
     /* Past 64 bits (where Tcl 8.6 would wrap), or not an integer: Tcl's
        hexadecimal digits, which Python reads at any length, or its error. */

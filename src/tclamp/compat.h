@@ -46,6 +46,36 @@ __asm__(".symver dlerror,dlerror@" TCLAMP_OLD_GLIBC);
 __asm__(".symver pthread_once,pthread_once@" TCLAMP_OLD_GLIBC);
 #endif
 
+/* A Tcl integer of a C one.  Tcl 8.6 makes a wide one through
+   Tcl_SetWideIntObj; where a long has 64 bits it makes the same value
+   as a long directly. */
+static inline Tcl_Obj *
+new_int_obj(long long x)
+{
+#if TCL_MAJOR_VERSION < 9 && LONG_MAX == LLONG_MAX
+    return Tcl_NewLongObj((long)x);
+#else
+    return Tcl_NewWideIntObj((Tcl_WideInt)x);
+#endif
+}
+
+/* The value of a Tcl integer that fits in 64 bits (TCL_ERROR for any
+   other value).  Tcl 8.6 reads a wide one through its reader of a long:
+   where a long has 64 bits, that is the one to call. */
+static inline int
+int_obj_value(Tcl_Obj *obj, long long *x)
+{
+#if TCL_MAJOR_VERSION < 9 && LONG_MAX == LLONG_MAX
+    long value;
+    int code = Tcl_GetLongFromObj(NULL, obj, &value);
+#else
+    Tcl_WideInt value;
+    int code = Tcl_GetWideIntFromObj(NULL, obj, &value);
+#endif
+    *x = (long long)value;
+    return code;
+}
+
 /* Sets a value's internal representation to two pointers of `type`, after
    freeing the one it had.  Tcl 9 does this itself (Tcl_StoreInternalRep);
    Tcl 8.6 documents the fields an object type sets (Tcl_ObjType(3)). */
