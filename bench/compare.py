@@ -1,16 +1,23 @@
-"""tclamp's Tcl<->Python bridge against CPython's own _tkinter, side by side:
-`make bench` (or python bench/compare.py [--quick]).
+"""tclamp's Tcl<->Python bridge against its peers, CPython's own _tkinter and
+tohil, side by side: `make bench` (or python bench/compare.py [--quick]).
 
-Everything runs in this one Python process: a tclamp.Interp and the raw
-_tkinter interpreter (tkinter.Tcl().tk, no display needed) share one libtcl,
-and the contenders of an operation take turns within every round, so a
-ratio compares two things measured under the same conditions.
+Everything runs in this one Python process: a tclamp.Interp, the raw
+_tkinter interpreter (tkinter.Tcl().tk, no display needed) and tohil's
+interpreter (its Python module, built from the source in ../shared/peers by
+build_tohil.sh) share one libtcl, and the contenders of an operation take
+turns within every round, so a ratio compares things measured under the
+same conditions.
 
 - Tcl -> Python: each operation is timed inside Tcl by `time {...} N`: tclamp
   through `py`, _tkinter through a Python function registered with
-  tk.createcommand, and tclamp's own floor, the same Python function
-  registered as a direct Tcl command (Interp.create_command).
-- Python host: Interp.eval/call against tk.eval/call, timed by timeit.
+  tk.createcommand, tohil through `tohil::call`/`tohil::eval` in its own
+  interpreter, and tclamp's own floor, the same Python function registered
+  as a direct Tcl command (Interp.create_command).
+- Python host: Interp.eval/call against tk.eval/call and tohil.eval/call,
+  timed by timeit.
+- Order: the 1 Mi-character round trip in new processes, one for each
+  library that runs it first; a figure that depends on what ran before
+  (malloc's state) shows as a spread between them.
 
 A sample runs enough iterations for ROUND_SECONDS, in SLICES turns that
 alternate with the other contenders'; the table holds the median of ROUNDS
@@ -20,7 +27,11 @@ Writes its section of bench/RESULTS.md.
 """
 import argparse
 import gc
+import json
+import os
+import resource
 import statistics
+import subprocess
 import sys
 import timeit
 import tkinter
@@ -44,15 +55,28 @@ ASCII_TEXT = "abcdefgh" * (MIB // 8)
 # ASCII str is its own UTF-8, so ASCII_TEXT is passed as is.)
 OTHER_SOURCE = ("añé€жю中文" * (MIB // 8 + 1))[:MIB + 1]
 
-# tohil, the peer named in the design card, has no source release on PyPI and
-# no Debian package, so it cannot be built here.  The issue's figures for it
-# (ns, medians the issue's author measured on this machine) are quoted for
-# reference only.
-TOHIL_REFERENCE = [
-    ("`py call f`", 318), ("`py call f a b`", 472), ("`py call obj.method a`", 464),
-    ("`py eval 1+1`", 3_372),
-    ("1 Mi-char non-ASCII string, Python -> Tcl, then used as a Tcl string", 2_505_000),
-]
+PEERS = Path(os.environ.get("TCLAMP_PEERS", ROOT.parent / "shared" / "peers"))
+TOHIL_BUILD = ROOT / "build" / f"tohil-py{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def load_tohil():
+    """tohil's Python half, built (once) by the peers folder's build_tohil.sh
+    against this Python: (module, None), or (None, why not)."""
+    script = PEERS / "build_tohil.sh"
+    if not script.is_file():
+        return None, f"no {script} to build it with"
+    built = subprocess.run(["sh", str(script), str(TOHIL_BUILD)], capture_output=True, text=True,
+                           env=dict(os.environ, TCLAMP_DIR=str(ROOT), TOHIL_PYTHON=sys.executable))
+    if built.returncode != 0:
+        return None, (built.stdout + built.stderr).strip().splitlines()[-1]
+    # its interpreter, made on import, finds its Tcl half by TCLLIBPATH
+    os.environ["TCLLIBPATH"] = f"{TOHIL_BUILD / 'tcl'} {os.environ.get('TCLLIBPATH', '')}"
+    sys.path.insert(0, str(TOHIL_BUILD / "py"))
+    try:
+        import tohil
+    except Exception as error:      # noqa: BLE001 (reported in the results)
+        return None, f"import tohil: {error}"
+    return tohil, None
 
 
 # What the Tcl code calls.  They live in __main__, where `py call` looks.
@@ -125,58 +149,36 @@ class Operation:
     label: str
     expected: object
     tclamp: object
-    peer: object
-    peer_name: str = "_tkinter"
-    peer_limit: float = 1.0
+    peers: dict                     # name -> timer; a peer that cannot do it is left out
+    peer_limit: float = 1.0         # of the fastest peer
     floor: object = None
     floor_limit: float = None
     floor_expected: object = None   # when the floor does less than the operation
     samples: dict = field(default_factory=dict)
 
     def contenders(self):
-        return {name: timer for name, timer in
-                (("tclamp", self.tclamp), ("peer", self.peer), ("floor", self.floor))
-                if timer is not None}
+        timers = {"tclamp": self.tclamp, **self.peers, "floor": self.floor}
+        return {name: timer for name, timer in timers.items() if timer is not None}
+
+
+def as_text(value):
+    """A result as text, whatever form the bridge gives it in: _tkinter gives
+    ints and tuples, tohil its tclobj, tclamp str."""
+    if isinstance(value, (list, tuple)):
+        return " ".join(as_text(v) for v in value)
+    return str(value)
 
 
 def same(value, expected):
-    """Whether a contender's result is the expected one; _tkinter returns
-    ints and tuples where tclamp returns str, so scalars compare as text."""
+    """Whether a contender's result is the expected one.  A list expected is
+    a list of those very values (types too); a tuple, any of its texts;
+    anything else, its text."""
     if isinstance(expected, list):
-        return isinstance(value, (list, tuple)) and list(value) == expected
+        return isinstance(value, (list, tuple)) and list(value) == expected \
+            and all(type(v) is type(e) for v, e in zip(value, expected))
     if isinstance(expected, tuple):
-        return str(value) in expected
-    return str(value) == str(expected)
-
-
-def typed_list_reader(interp, expected):
-    """How tclamp turns `lset L 0 0` (a Tcl list of ints) into a Python list
-    of int: (statement, description).  A typed-result API is used as soon as
-    the bridge has one: any Interp method named call*/eval* beyond the two
-    str ones, or a keyword argument of call/eval, that returns exactly the
-    list.  Otherwise the default str result is parsed (a Tcl list of plain
-    ints has decimal words and no braces)."""
-    tries = []
-    for family, args in (("call", "'lset', 'L', 0, 0"), ("eval", "'lset L 0 0'")):
-        for name in sorted(dir(interp)):
-            if name.startswith(family) and name != family and callable(getattr(interp, name)):
-                tries.append(f"interp.{name}({args})")
-        for keyword in ("typed=True", "result=list", "result='list'", "as_list=True",
-                        "want='list'", "type=list", "convert=True", "objects=True"):
-            tries.append(f"interp.{family}({args}, {keyword})")
-    for statement in tries:
-        try:
-            value = eval(statement, {"interp": interp})
-        except Exception:       # not this bridge's API: try the next one
-            continue
-        if isinstance(value, (list, tuple)) and all(type(v) is int for v in value) \
-                and list(value) == expected:
-            if isinstance(value, tuple):
-                statement = f"list({statement})"
-            return statement, f"the typed-result API, `{statement}`"
-    statement = "list(map(int, interp.call('lset', 'L', 0, 0).split()))"
-    return statement, (f"the str result, parsed in Python: `{statement}` (no typed-result "
-                       f"API found: none of the {len(tries)} forms tried returned the list)")
+        return as_text(value) in expected
+    return as_text(value) == str(expected)
 
 
 SETUP_TCL = f"""
@@ -191,14 +193,19 @@ proc ints {{n}} {{
 set L [ints {LIST_LENGTH}]
 """
 
+# The round trip of the order table (and of its row in the main one).
+ROUND_TRIP = {"tclamp": "interp.call('set', 't', OTHER_SOURCE[1:])",
+              "_tkinter": "tk.call('set', 't', OTHER_SOURCE[1:])",
+              "tohil": "tohil.call('set', 't', OTHER_SOURCE[1:], to=str)"}
 
-def operations():
+
+def operations(tohil):
     if not Path(tclamp._bridge.__file__).resolve().is_relative_to(ROOT):
         sys.exit(f"tclamp was imported from {tclamp._bridge.__file__}, not from {ROOT}")
     vars(sys.modules["__main__"]).update(MAIN_NAMES)
     tk = tkinter.Tcl().tk
     interp = tclamp.Interp()
-    for evaluate in (tk.eval, interp.eval):
+    for evaluate in [tk.eval, interp.eval] + ([tohil.eval] if tohil else []):
         evaluate(SETUP_TCL)
 
     thing = MAIN_NAMES["obj"]
@@ -208,60 +215,89 @@ def operations():
     for name, function in (("direct_f", f), ("direct_method", thing.method),
                            ("direct_m", thing.m), ("direct_len", len), ("direct_text", text)):
         interp.create_command(name, function)
+    if tohil:
+        tohil.register_callback("direct_f", f)
     interp.eval("set h [py eval obj]")
 
-    def tcl(ours, theirs, floor=None):
-        return dict(tclamp=TclTimer(interp.eval, ours), peer=TclTimer(tk.eval, theirs),
+    def tcl(ours, theirs, floor=None, tohils=None):
+        peers = {"_tkinter": TclTimer(tk.eval, theirs)}
+        if tohil and tohils:
+            peers["tohil"] = TclTimer(tohil.eval, tohils)
+        return dict(tclamp=TclTimer(interp.eval, ours), peers=peers,
                     floor=TclTimer(interp.eval, floor) if floor else None)
 
-    namespace = {"interp": interp, "tk": tk, "ASCII_TEXT": ASCII_TEXT,
-                 "OTHER_SOURCE": OTHER_SOURCE}
+    L = list(range(LIST_LENGTH))
+    namespace = {"interp": interp, "tk": tk, "tohil": tohil, "ASCII_TEXT": ASCII_TEXT,
+                 "OTHER_SOURCE": OTHER_SOURCE, "L": L}
 
-    def python(ours, theirs):
-        return dict(tclamp=PyTimer(ours, namespace), peer=PyTimer(theirs, namespace))
+    def python(ours, theirs, tohils=None):
+        peers = {"_tkinter": PyTimer(theirs, namespace)}
+        if tohil and tohils:
+            peers["tohil"] = PyTimer(tohils, namespace)
+        return dict(tclamp=PyTimer(ours, namespace), peers=peers)
 
-    expected_list = list(range(LIST_LENGTH))
-    list_statement, list_how = typed_list_reader(interp, expected_list)
     ops = [
-        Operation("`py call f`", NOTHING, **tcl("py call f", "f", "direct_f")),
+        Operation("`py call f`", NOTHING, **tcl("py call f", "f", "direct_f", "tohil::call f")),
         Operation("`py call f a b`", NOTHING, floor_limit=1.5,
-                  **tcl("py call f a b", "f a b", "direct_f a b")),
+                  **tcl("py call f a b", "f a b", "direct_f a b", "tohil::call f a b")),
         Operation("`py call obj.method a`", NOTHING,
-                  **tcl("py call obj.method a", "obj.method a", "direct_method a")),
+                  **tcl("py call obj.method a", "obj.method a", "direct_method a",
+                        "tohil::call obj.method a")),
         Operation("`py eval 1+1` (the same text every time)", 2, floor_limit=5.0,
                   floor_expected=NOTHING,
-                  peer_name="_tkinter (a command that calls eval)",
-                  **tcl("py eval 1+1", "pyeval 1+1", "direct_f 1+1")),
+                  **tcl("py eval 1+1", "pyeval 1+1", "direct_f 1+1", "tohil::eval 1+1")),
         Operation("handle method call `$h m a`", NOTHING,
-                  peer_name="_tkinter (a command that calls the method)",
                   **tcl("$h m a", "h m a", "direct_m a")),
         Operation("Python function as a Tcl command, `f a b`", NOTHING,
-                  **tcl("direct_f a b", "f a b")),
+                  **tcl("direct_f a b", "f a b", None, "direct_f a b")),
         Operation("1 MiB ASCII string, Tcl -> Python (`py call len $s`)", MIB,
-                  **tcl("py call len $s", "len $s", "direct_len $s")),
+                  **tcl("py call len $s", "len $s", "direct_len $s", "tohil::call len $s")),
         Operation("1 Mi-char non-ASCII string, Python -> Tcl, then `string length` (from Tcl)",
                   MIB, **tcl("string length [py call text]", "string length [text]",
-                              "string length [direct_text]")),
+                              "string length [direct_text]", "string length [tohil::call text]")),
         Operation("Python host: `Interp.eval(\"set x\")`", "hello", peer_limit=0.5,
-                  **python("interp.eval('set x')", "tk.eval('set x')")),
+                  **python("interp.eval('set x')", "tk.eval('set x')", "tohil.eval('set x')")),
         Operation("Python host: `Interp.call(proc, \"a\", 1)`", 1,
-                  **python("interp.call('p', 'a', 1)", "tk.call('p', 'a', 1)")),
+                  **python("interp.call('p', 'a', 1)", "tk.call('p', 'a', 1)",
+                           "tohil.call('p', 'a', 1)")),
         Operation("Python host: 1 MiB ASCII string round trip", ASCII_TEXT,
-                  **python("interp.call('set', 't', ASCII_TEXT)", "tk.call('set', 't', ASCII_TEXT)")),
+                  **python("interp.call('set', 't', ASCII_TEXT)", "tk.call('set', 't', ASCII_TEXT)",
+                           "tohil.call('set', 't', ASCII_TEXT, to=str)")),
         Operation("Python host: 1 Mi-char non-ASCII round trip", OTHER_SOURCE[1:],
-                  **python("interp.call('set', 't', OTHER_SOURCE[1:])",
-                           "tk.call('set', 't', OTHER_SOURCE[1:])")),
+                  **python(ROUND_TRIP["tclamp"], ROUND_TRIP["_tkinter"], ROUND_TRIP["tohil"])),
         Operation("Python host: 1 Mi-char non-ASCII string, Python -> Tcl, then `string length`",
                   MIB, **python("interp.call('string', 'length', OTHER_SOURCE[1:])",
-                                "tk.call('string', 'length', OTHER_SOURCE[1:])")),
+                                "tk.call('string', 'length', OTHER_SOURCE[1:])",
+                                "tohil.call('string', 'length', OTHER_SOURCE[1:])")),
         Operation("Python host: 1 Mi-char non-ASCII string, Python -> Tcl, then its UTF-8 form "
                   "(`string bytelength`)", len(OTHER_SOURCE[1:].encode()),
                   **python("interp.call('string', 'bytelength', OTHER_SOURCE[1:])",
-                           "tk.call('string', 'bytelength', OTHER_SOURCE[1:])")),
-        Operation("Python host: a Tcl list of 10^5 ints into a Python list of int", expected_list,
-                  **python(list_statement, "list(tk.call('lset', 'L', 0, 0))")),
+                           "tk.call('string', 'bytelength', OTHER_SOURCE[1:])",
+                           "tohil.call('string', 'bytelength', OTHER_SOURCE[1:])")),
+        Operation("Python host: a Tcl list of 10^5 ints into a Python list of int", L,
+                  **python("interp.call('lset', 'L', 0, 0, result=list)",
+                           "list(tk.call('lset', 'L', 0, 0))",
+                           "list(map(int, tohil.call('lset', 'L', 0, 0, to=list)))")),
+        Operation("Python host: a Python list of 10^5 ints into a Tcl variable, the result "
+                  "in each bridge's own form (`Interp.call(\"set\", \"y\", L)`)",
+                  " ".join(map(str, L)),
+                  **python("interp.call('set', 'y', L)", "tk.call('set', 'y', L)",
+                           "tohil.call('set', 'y', L)")),
+        Operation("Python host: a Python list of 10^5 ints to `llength`", LIST_LENGTH,
+                  **python("interp.call('llength', L)", "tk.call('llength', L)",
+                           "tohil.call('llength', L)")),
+        Operation("Python host: a Python list of 10^5 ints into a Tcl variable, the result "
+                  "as Python values", L,
+                  **python("interp.call('set', 'y', L, result=object)", "tk.call('set', 'y', L)",
+                           "list(map(int, tohil.call('set', 'y', L, to=list)))")),
+        Operation("Python host: the same, `result=list`", L,
+                  **python("interp.call('set', 'y', L, result=list)", "tk.call('set', 'y', L)",
+                           "list(map(int, tohil.call('set', 'y', L, to=list)))")),
     ]
-    return ops, list_how, tk.call("info", "patchlevel"), interp.eval("info patchlevel")
+    versions = {"tclamp": interp.eval("info patchlevel"), "_tkinter": tk.call("info", "patchlevel")}
+    if tohil:
+        versions["tohil"] = tohil.eval("info patchlevel")
+    return ops, versions
 
 
 def load_average():
@@ -280,101 +316,222 @@ def calibrate(timer, seconds):
         n = max(2 * n, int(seconds * 1e9 / max(ns, 1.0) * 1.2))
 
 
+def check(op, name, timer):
+    value = timer.result()
+    expected = op.floor_expected if name == "floor" and op.floor_expected else op.expected
+    if not same(value, expected):
+        sys.exit(f"{op.label}: {name} returned {str(value)[:80]!r}, "
+                 f"expected {str(expected)[:80]!r}")
+
+
+def take_turns(plan, r, samples):
+    """One round: the contenders take SLICES turns each, the one that goes
+    first rotating with the round, so a burst of other work on the machine
+    hits them alike."""
+    turns = plan[r % len(plan):] + plan[:r % len(plan)]
+    spent = {name: 0.0 for name, _, _ in turns}
+    for _ in range(SLICES):
+        for name, timer, n in turns:
+            spent[name] += timer(n)
+    for name, total in spent.items():
+        samples.setdefault(name, []).append(total / SLICES)
+
+
 def measure(ops, rounds, seconds):
-    """Check each contender's result, then take `rounds` samples of each.
-    Within a round the contenders of an operation take turns, SLICES times
-    each, so a burst of other work on the machine hits them alike."""
+    """Check each contender's result, then take `rounds` samples of each."""
     plan = {}
     for op in ops:
         for name, timer in op.contenders().items():
-            value = timer.result()
-            expected = op.floor_expected if name == "floor" and op.floor_expected else op.expected
-            if not same(value, expected):
-                sys.exit(f"{op.label}: {name} returned {str(value)[:80]!r}, "
-                         f"expected {str(expected)[:80]!r}")
+            check(op, name, timer)
             plan.setdefault(id(op), []).append((name, timer, calibrate(timer, seconds / SLICES)))
     for r in range(rounds):
         for op in ops:
-            order = plan[id(op)]
-            turns = order[r % len(order):] + order[:r % len(order)]   # each goes first in turn
-            spent = {name: 0.0 for name, _, _ in turns}
-            for _ in range(SLICES):
-                for name, timer, n in turns:
-                    spent[name] += timer(n)
-            for name, total in spent.items():
-                op.samples.setdefault(name, []).append(total / SLICES)
+            take_turns(plan[id(op)], r, op.samples)
+
+
+def ratio(samples, ours, theirs):
+    """The median of the rounds' ratios (each round measured side by side)."""
+    return statistics.median(a / b for a, b in zip(samples[ours], samples[theirs]))
+
+
+PEER_NAMES = ("_tkinter", "tohil")
 
 
 def table(ops):
-    rows = ["| operation | tclamp ns | best peer ns (name) | ratio | floor ns | ratio | "
-            "targets | met |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| operation | tclamp ns | _tkinter ns | tohil ns | ratio to the fastest peer "
+            "| floor ns | ratio | targets | met |", "|---|---|---|---|---|---|---|---|---|"]
     met = total = 0
     for op in ops:
         med = {name: statistics.median(values) for name, values in op.samples.items()}
-        ours = med["tclamp"]
-        peer_ratio = ours / med["peer"]
-        targets = [f"<= {op.peer_limit:.1f}x peer"]
+        fastest = min((name for name in PEER_NAMES if name in med), key=med.get)
+        peer_ratio = ratio(op.samples, "tclamp", fastest)
+        targets = [f"<= {op.peer_limit:.1f}x fastest peer"]
         results = [peer_ratio <= op.peer_limit]
         floor_cells = "– | –"
         if "floor" in med:
-            floor_ratio = ours / med["floor"]
+            floor_ratio = ratio(op.samples, "tclamp", "floor")
             floor_cells = f"{med['floor']:,.0f} | {floor_ratio:.2f}x"
             if op.floor_limit is not None:
                 targets.append(f"<= {op.floor_limit:.1f}x floor")
                 results.append(floor_ratio <= op.floor_limit)
         met += sum(results)
         total += len(results)
-        rows.append(f"| {op.label} | {ours:,.0f} | {med['peer']:,.0f} ({op.peer_name}) | "
-                    f"{peer_ratio:.2f}x | {floor_cells} | {'; '.join(targets)} | "
+        peers = " | ".join(f"{med[name]:,.0f}" if name in med else "–" for name in PEER_NAMES)
+        rows.append(f"| {op.label} | {med['tclamp']:,.0f} | {peers} | {peer_ratio:.2f}x "
+                    f"({fastest}) | {floor_cells} | {'; '.join(targets)} | "
                     f"{'; '.join('met' if ok else 'MISSED' for ok in results)} |")
     return "\n".join(rows), met, total
 
 
 def how_measured(ops):
-    lines = ["How each row is measured (tclamp / peer / floor):", ""]
+    lines = ["How each row is measured:", ""]
     for op in ops:
         parts = []
-        for timer in op.contenders().values():
+        for name, timer in op.contenders().items():
             form = timer.script if isinstance(timer, TclTimer) else timer.statement
             where = "in Tcl" if isinstance(timer, TclTimer) else "in Python"
-            parts.append(f"`{form}` ({where})")
-        lines.append(f"- {op.label}: " + " / ".join(parts))
+            parts.append(f"{name} `{form}` ({where})")
+        lines.append(f"- {op.label}: " + "; ".join(parts))
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# The round trip in new processes, each library running it first in turn.
+
+ORDER_WARM_UP = 5       # round trips each library runs, in the order, before timing
+ORDER_CALLS = 20        # round trips of each library's one timed run
+ORDER_SPREAD = 1.1      # tclamp's slowest order against its fastest, at most
+
+
+def order_child(order):
+    """In a new process: each library in `order` is loaded and runs the round
+    trip ORDER_WARM_UP times, in that order; then each, in that order, runs
+    it ORDER_CALLS times, timed, and reports its ns and minor page faults a
+    call."""
+    namespace = {"OTHER_SOURCE": OTHER_SOURCE}
+    for name in order:
+        if name == "tclamp":
+            namespace["interp"] = tclamp.Interp()
+        elif name == "_tkinter":
+            namespace["tk"] = tkinter.Tcl().tk
+        else:
+            namespace["tohil"], why = load_tohil()
+            if why:
+                sys.exit(f"tohil: {why}")
+        if eval(ROUND_TRIP[name], namespace) != OTHER_SOURCE[1:]:
+            sys.exit(f"{name}: the round trip changed the text")
+        for _ in range(ORDER_WARM_UP):
+            eval(ROUND_TRIP[name], namespace)
+    figures = {}
+    for name in order:
+        timer = timeit.Timer(ROUND_TRIP[name], globals=namespace)
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        ns = timer.timeit(ORDER_CALLS) / ORDER_CALLS * 1e9
+        figures[name] = [ns, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
+                         / ORDER_CALLS]
+    print(json.dumps(figures))
+
+
+def measure_orders(names, rounds):
+    """For each library first in turn, `rounds` new processes, the orders
+    rotating; {first: {name: [(ns, faults) of each process]}}."""
+    orders = [[first] + [n for n in names if n != first] for first in names]
+    samples = {order[0]: {} for order in orders}
+    for r in range(rounds):
+        for order in orders[r % len(orders):] + orders[:r % len(orders)]:
+            out = subprocess.run([sys.executable, __file__, "--order-child", ",".join(order)],
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                sys.exit(f"order {order}: {out.stderr.strip()[-300:]}")
+            for name, figures in json.loads(out.stdout.splitlines()[-1]).items():
+                samples[order[0]].setdefault(name, []).append(figures)
+    return samples
+
+
+def order_table(samples):
+    names = list(samples)
+    rows = ["| first to run it | " + " | ".join(f"{n} ns" for n in names)
+            + " | ratio to the fastest peer | tclamp's minor faults a call | target | met |",
+            "|---|" + "---|" * len(names) + "---|---|---|---|"]
+    met = total = 0
+    ours = {}
+    for first, figures in samples.items():
+        med = {n: statistics.median(ns for ns, _ in figures[n]) for n in names}
+        ours[first] = med["tclamp"]
+        fastest = min((n for n in names if n != "tclamp"), key=med.get)
+        r = statistics.median(a[0] / b[0] for a, b in zip(figures["tclamp"], figures[fastest]))
+        faults = statistics.median(f for _, f in figures["tclamp"])
+        met += r <= 1.0
+        total += 1
+        rows.append(f"| {first} | " + " | ".join(f"{med[n]:,.0f}" for n in names)
+                    + f" | {r:.2f}x ({fastest}) | {faults:,.0f} | <= 1.0x fastest peer | "
+                    + ("met" if r <= 1.0 else "MISSED") + " |")
+    spread = max(ours.values()) / min(ours.values())
+    met += spread <= ORDER_SPREAD
+    total += 1
+    rows.append(f"| tclamp: its slowest order / its fastest | {spread:.2f}x |"
+                + " |" * (len(names) - 1) + f" | | <= {ORDER_SPREAD}x | "
+                + ("met" if spread <= ORDER_SPREAD else "MISSED") + " |")
+    return "\n".join(rows), met, total
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
     parser.add_argument("--output", default=str(RESULTS))
+    parser.add_argument("--order-child", help=argparse.SUPPRESS)
     options = parser.parse_args()
     rounds, seconds = (3, 0.01) if options.quick else (ROUNDS, ROUND_SECONDS)
-    ops, list_how, tk_tcl, our_tcl = operations()
+    if options.order_child:
+        order_child(options.order_child.split(","))
+        return
+    tohil, tohil_why = load_tohil()
+    ops, versions = operations(tohil)
     load_before = load_average()
     measure(ops, rounds, seconds)
     rows, met, total = table(ops)
-    tohil = "\n".join(f"| {label} | {ns:,} |" for label, ns in TOHIL_REFERENCE)
-    text = f"""## The bridge against _tkinter (bench/compare.py)
+    names = ["tclamp", "_tkinter"] + (["tohil"] if tohil else [])
+    order_rows, order_met, order_total = order_table(measure_orders(names, rounds))
+    load_after = load_average()
+    tcls = ", ".join(f"{version} ({name})" for name, version in versions.items())
+    tohil_line = (f"tohil {(TOHIL_BUILD / 'BUILD-INFO').read_text().split()[1]}: built from its "
+                  f"source by {PEERS.name}/build_tohil.sh; its Python module and interpreter run "
+                  f"in this process." if tohil else
+                  f"tohil is NOT measured in this run: {tohil_why}.")
+    text = f"""## The bridge against _tkinter and tohil (bench/compare.py)
 
-{machine()}. Tcl in this process: {our_tcl} (tclamp), {tk_tcl} (_tkinter).
+{machine()}. Tcl in this process: {tcls}.
 
 {rounds} rounds, medians. In each round the contenders of an operation take {SLICES} turns
-of at least {seconds * 1000 / SLICES:.0f} ms each. All in one Python process; load average
-{load_before} before, {load_average()} after. Peer: CPython's own `_tkinter` (the raw
-`tkinter.Tcl().tk`). Floor: the same Python function registered as a direct Tcl command
-in tclamp (`Interp.create_command`), the bridge's own cost.
+of at least {seconds * 1000 / SLICES:.0f} ms each, the first turn rotating. All in one Python
+process; load average {load_before} before, {load_after} after. Peers: CPython's own
+`_tkinter` (the raw `tkinter.Tcl().tk`) and tohil. {tohil_line} A ratio is the median of
+the rounds' ratios to the peer with the lowest median. Floor: the same Python function
+registered as a direct Tcl command in tclamp (`Interp.create_command`), the bridge's own cost.
+Reproduce: `make setup`, then `.venv/bin/python bench/compare.py` (`--quick`: 3 short rounds).
 
 {rows}
 
 {met} of {total} targets met.
 
-The list row reads the list with {list_how}.
+Each bridge's own form of a result: tclamp `str` by default; _tkinter Python
+values (`wantobjects`: a tuple of int for a list); tohil its `tclobj`, which
+converts nothing until asked (`to=str`, or `to=list`, a list of str, where a
+row needs Python values). tohil has no object handles: that row has no tohil
+figure.
 
-tohil is NOT measured: it cannot be installed here (no source release on PyPI, not
-packaged by Debian). The issue's figures for it, for reference only, not measured in this run:
+### The 1 Mi-character round trip, whichever library ran it first
 
-| operation | tohil ns (issue 12, not this run) |
-|---|---|
-{tohil}
+Each library's round trip of the row above, in new processes: in each, the
+libraries are loaded and run it {ORDER_WARM_UP} times in the order shown (the first one
+first), then each in that order runs it {ORDER_CALLS} times, timed. {rounds} processes for
+each order, the orders rotating; medians. Minor faults: pages that malloc had given
+back to the system and took again, each a page fault (what made tclamp's figure
+depend on what ran before it, up to issue 21).
+
+{order_rows}
+
+{order_met} of {order_total} targets met.
 
 {how_measured(ops)}
 """
