@@ -91,7 +91,9 @@ def test_hypothesis_utf8_is_tcls(checker, text):
     check_text(checker, text)
 
 
-@pytest.mark.parametrize("n", [255, 256, 257, 1023, 1024, 1025, 65537])
+# 16384: the bridge counts a str's UTF-8 in blocks of that many characters
+@pytest.mark.parametrize("n", [255, 256, 257, 1023, 1024, 1025, 16383, 16384, 16385, 32769,
+                               65537])
 def test_long_texts(checker, n):
     rnd = random.Random(n)
     for alphabet in (LATIN, WIDE):
@@ -99,6 +101,8 @@ def test_long_texts(checker, n):
     check_text(checker, "a" * (n - 1) + "\0")
     check_text(checker, "\0" + "a" * (n - 1))
     check_text(checker, "\uffff" * n)
+    check_text(checker, "\0" * n)
+    check_text(checker, "\xff" * (n - 1) + "\u0800")
 
 
 def test_str_subclass_and_results(interp):

@@ -843,7 +843,7 @@ dict_to_tcl(InterpState *owner, PyObject *v)
 static Tcl_Obj *
 sequence_to_tcl(InterpState *owner, PyObject *v)
 {
-    PyObject *seq = PySequence_Fast(v, "");     /* v itself: its items, even a subclass's */
+    PyObject *seq = PySequence_Fast(v, "");     /* a subclass: what iterating it gives */
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);

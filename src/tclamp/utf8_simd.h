@@ -217,8 +217,8 @@ add_utf8(Tcl_Obj *obj, PyObject *s)
     char *end = kind == PyUnicode_1BYTE_KIND
         ? utf8_of(PyUnicode_1BYTE_KIND, data, len, text)
         : utf8_of(PyUnicode_2BYTE_KIND, data, len, text);
-    if (end == NULL)
+    if (end != text + size)         /* a lone surrogate: Tcl writes the text */
         Tcl_InvalidateStringRep(obj);
     else
-        text_done(obj, (Tcl_Size)(end - text));
+        text_done(obj, (Tcl_Size)size);
 }
