@@ -15,9 +15,10 @@ same conditions.
   as a direct Tcl command (Interp.create_command).
 - Python host: Interp.eval/call against tk.eval/call and tohil.eval/call,
   timed by timeit.
-- Order: the 1 Mi-character round trip in new processes, one for each
-  library that runs it first; a figure that depends on what ran before
-  (malloc's state) shows as a spread between them.
+- Order: the 1 Mi-character round trip in new processes, where each library
+  in turn runs it first, then each is timed in a run of its own; a figure
+  that depends on what ran before (malloc's state) shows as a spread
+  between the orders, and its cause, fresh pages, as minor page faults.
 
 A sample runs enough iterations for ROUND_SECONDS, in SLICES turns that
 alternate with the other contenders'; the table holds the median of ROUNDS
@@ -68,7 +69,7 @@ def load_tohil():
     built = subprocess.run(["sh", str(script), str(TOHIL_BUILD)], capture_output=True, text=True,
                            env=dict(os.environ, TCLAMP_DIR=str(ROOT), TOHIL_PYTHON=sys.executable))
     if built.returncode != 0:
-        return None, (built.stdout + built.stderr).strip().splitlines()[-1]
+        return None, ((built.stdout + built.stderr).strip() or "build_tohil.sh failed").splitlines()[-1]
     # its interpreter, made on import, finds its Tcl half by TCLLIBPATH
     os.environ["TCLLIBPATH"] = f"{TOHIL_BUILD / 'tcl'} {os.environ.get('TCLLIBPATH', '')}"
     sys.path.insert(0, str(TOHIL_BUILD / "py"))

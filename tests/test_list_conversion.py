@@ -198,3 +198,22 @@ def test_hypothesis_text_is_tcls(shared, items):
     assert shared.eval("llength $y") == str(len(items))
     # a second read is the same text (Tcl keeps what it was given)
     assert shared.call("set", "y") == got
+
+
+def test_refused_dict_frees_what_it_made(interp):
+    """A dict whose keys are one Tcl key (1 and '1') is refused; the Tcl key
+    that the dict did not keep is freed (it was not: ~76 bytes a call)."""
+    def rss_kb():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4
+
+    def refuse(n):
+        for _ in range(n):
+            with pytest.raises(ValueError, match='two keys of the dict are the same Tcl key "1"'):
+                interp.call("set", "z", [5, {1: "a", "1": "b"}])
+
+    refuse(10_000)
+    before = rss_kb()
+    refuse(200_000)
+    assert rss_kb() - before < 2048
+    assert interp.call("set", "z", {1: "a", "2": [1, 2]}) == "1 a 2 {1 2}"

@@ -824,14 +824,17 @@ dict_to_tcl(InterpState *owner, PyObject *v)
             discard(result);
             return NULL;
         }
+        Tcl_IncrRefCount(k);    /* a key the dict holds already keeps its own: k goes */
         Tcl_DictObjPut(NULL, result, k, x);
         Tcl_DictObjSize(NULL, result, &grown);
         if (grown == size) {    /* 1 and '1' are one Tcl key */
             PyErr_Format(PyExc_ValueError,
                          "two keys of the dict are the same Tcl key \"%s\"", Tcl_GetString(k));
+            Tcl_DecrRefCount(k);
             discard(result);
             return NULL;
         }
+        Tcl_DecrRefCount(k);
         size = grown;
     }
     return result;
