@@ -495,10 +495,10 @@ def main():
     order_rows, order_met, order_total = order_table(measure_orders(names, rounds))
     load_after = load_average()
     tcls = ", ".join(f"{version} ({name})" for name, version in versions.items())
-    tohil_line = (f"tohil {(TOHIL_BUILD / 'BUILD-INFO').read_text().split()[1]}: built from its "
-                  f"source by {PEERS.name}/build_tohil.sh; its Python module and interpreter run "
-                  f"in this process." if tohil else
-                  f"tohil is NOT measured in this run: {tohil_why}.")
+    tohil_line = (f"tohil {(TOHIL_BUILD / 'BUILD-INFO').read_text().split()[1]} is built from its "
+                  f"source by ../shared/peers/build_tohil.sh (`TCLAMP_PEERS` names another\n"
+                  f"folder); its Python module and its interpreter run in this process." if tohil
+                  else f"tohil is NOT measured in this run: {tohil_why}.")
     text = f"""## The bridge against _tkinter and tohil (bench/compare.py)
 
 {machine()}. Tcl in this process: {tcls}.
@@ -506,9 +506,11 @@ def main():
 {rounds} rounds, medians. In each round the contenders of an operation take {SLICES} turns
 of at least {seconds * 1000 / SLICES:.0f} ms each, the first turn rotating. All in one Python
 process; load average {load_before} before, {load_after} after. Peers: CPython's own
-`_tkinter` (the raw `tkinter.Tcl().tk`) and tohil. {tohil_line} A ratio is the median of
-the rounds' ratios to the peer with the lowest median. Floor: the same Python function
-registered as a direct Tcl command in tclamp (`Interp.create_command`), the bridge's own cost.
+`_tkinter` (the raw `tkinter.Tcl().tk`) and tohil.
+{tohil_line}
+A ratio is the median of the rounds' ratios to the peer with the lowest median.
+Floor: the same Python function registered as a direct Tcl command in tclamp
+(`Interp.create_command`), the bridge's own cost.
 Reproduce: `make setup`, then `.venv/bin/python bench/compare.py` (`--quick`: 3 short rounds).
 
 {rows}
