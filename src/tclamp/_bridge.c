@@ -3254,16 +3254,18 @@ bridge_at_python_exit(PyObject *module, PyObject *unused)
    in the order of the ATEN_ ops, and dtype names by code (None where
    unnamed); from then on programs run.  use_aten(None) stops them, as for
    a torch without them; the functions, once given, are kept (other
-   threads may be calling them). */
+   threads may be calling them).  Returns whether programs run. */
 static PyObject *
 bridge_use_aten(PyObject *module, PyObject *args)
 {
-    PyObject *functions, *names = NULL;
-    if (!PyArg_ParseTuple(args, "O|O!:use_aten", &functions, &PyTuple_Type, &names))
+    PyObject *functions = NULL, *names = NULL;
+    if (!PyArg_ParseTuple(args, "|OO!:use_aten", &functions, &PyTuple_Type, &names))
         return NULL;
+    if (functions == NULL)
+        return PyBool_FromLong(atomic_load(&aten_on));
     if (functions == Py_None) {
         atomic_store(&aten_on, 0);
-        Py_RETURN_NONE;
+        Py_RETURN_FALSE;
     }
     void *address[ATEN_OPS];
     if (!PyTuple_Check(functions) || PyTuple_GET_SIZE(functions) != ATEN_OPS || names == NULL
@@ -3292,7 +3294,7 @@ bridge_use_aten(PyObject *module, PyObject *args)
         return PyErr_Format(PyExc_ValueError, "use_aten: another libtorch's functions");
     }
     atomic_store_explicit(&aten_on, 1, memory_order_release);
-    Py_RETURN_NONE;
+    Py_RETURN_TRUE;
 }
 
 static PyObject *
@@ -3306,7 +3308,8 @@ static PyMethodDef bridge_methods[] = {
     {"configure", bridge_configure, METH_VARARGS,
      "configure(TclError, describe_error, shutdown_steps): set by tclamp on import"},
     {"use_aten", bridge_use_aten, METH_VARARGS,
-     "use_aten(functions, dtype_names) or use_aten(None): run plans' programs (see aten.py)"},
+     "use_aten(functions, dtype_names), use_aten(None), use_aten() -> bool: whether plans' "
+     "programs run (see aten.py)"},
     {"keep_gil", bridge_keep_gil, METH_NOARGS,
      "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
     {"current", bridge_current, METH_NOARGS,
