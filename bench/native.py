@@ -5,6 +5,15 @@ again when the source, the torch or the Tcl changes) against the headers
 of the torch that this Python imports, linked to that torch's
 libtorch_cpu.so and libc10.so (with their directory as the rpath), so that
 a tclsh that has run `package require tclamp` holds one copy of ATen.
+
+build_tclibtorch(checkout, outdir) builds TCLIBTORCH's autocast commands
+from a checkout of it that the user provides (none of its code is in this
+repository): its src/amp_precision.cpp, with its src/libtorchtcl.h, and
+a small init written here that registers its four autocast command
+procedures as ::tclibtorch::autocast_* (::torch:: is tclamp's):
+
+    python bench/native.py --tclibtorch ~/TCLIBTORCH /var/tmp/tclibtorch-build
+    python bench/run.py --tclibtorch /var/tmp/tclibtorch-build/tclibtorch_autocast.so
 """
 import hashlib
 import shlex
@@ -52,7 +61,8 @@ def torch_flags():
             [f"-L{lib}", f"-Wl,-rpath,{lib}", "-ltorch_cpu", "-lc10"], torch.__version__)
 
 
-def build(source, output, extra_cflags=(), extra_ldflags=(), stubs=True, tclsh="tclsh"):
+def build(source, output, extra_cflags=(), extra_ldflags=(), stubs=True, tclsh="tclsh",
+          std="c++20", optimize="-O2"):
     """Compile one C++ Tcl extension against torch and Tcl; returns its path.
     Raises BuildError with the reason when it cannot."""
     compiler = shutil.which("g++") or shutil.which("c++")
@@ -62,8 +72,8 @@ def build(source, output, extra_cflags=(), extra_ldflags=(), stubs=True, tclsh="
     cflags, ldflags, torch_version = torch_flags()
     tcl_cflags = shlex.split(config.get("TCL_INCLUDE_SPEC", ""))
     tcl_libs = shlex.split(config["TCL_STUB_LIB_SPEC" if stubs else "TCL_LIB_SPEC"])
-    command = [compiler, "-std=c++20", "-O2", "-fPIC", "-shared", "-Wall",
-               *(["-DUSE_TCL_STUBS"] if stubs else []), *cflags, *tcl_cflags, *extra_cflags,
+    command = [compiler, f"-std={std}", optimize, "-fPIC", "-shared", "-Wall",
+               *(["-DUSE_TCL_STUBS"] if stubs else []), *extra_cflags, *cflags, *tcl_cflags,
                *map(str, source), "-o", str(output), *ldflags, *extra_ldflags, *tcl_libs]
     # Rebuilt when the command (torch, Tcl, flags) or a source changes.
     stamp = hashlib.sha256(" ".join(command + [torch_version]).encode())
@@ -84,5 +94,60 @@ def build_aten_direct(tclsh="tclsh"):
     return build([SOURCE], BUILD / "aten_direct.so", tclsh=tclsh)
 
 
+# What src/amp_precision.cpp needs from the rest of TCLIBTORCH (the handle
+# tables and GetNextHandle its GradScaler commands use), and an init that
+# registers only the autocast commands.  The procedures and their argument
+# parsing are TCLIBTORCH's own, compiled from its file unchanged.
+TCLIBTORCH_INIT = """\
+#include "libtorchtcl.h"
+std::unordered_map<std::string, torch::Tensor> tensor_storage;
+std::unordered_map<std::string, std::shared_ptr<torch::optim::Optimizer>> optimizer_storage;
+std::unordered_map<std::string, std::shared_ptr<torch::nn::Module>> module_storage;
+std::string GetNextHandle(const std::string& prefix) {
+    static int next = 0;
+    return prefix + std::to_string(next++);
+}
+extern "C" int Tclibtorchautocast_Init(Tcl_Interp* interp) {
+    if (Tcl_InitStubs(interp, "8.5", 0) == NULL) return TCL_ERROR;
+    Tcl_CreateObjCommand(interp, "tclibtorch::autocast_enable", Torch_AutocastEnable_Cmd, NULL, NULL);
+    Tcl_CreateObjCommand(interp, "tclibtorch::autocast_disable", Torch_AutocastDisable_Cmd, NULL, NULL);
+    Tcl_CreateObjCommand(interp, "tclibtorch::autocast_is_enabled", Torch_AutocastIsEnabled_Cmd, NULL, NULL);
+    Tcl_CreateObjCommand(interp, "tclibtorch::autocast_set_dtype", Torch_AutocastSetDtype_Cmd, NULL, NULL);
+    return Tcl_PkgProvide(interp, "tclibtorchautocast", "1.0");
+}
+"""
+
+
+def build_tclibtorch(checkout, outdir, tclsh="tclsh"):
+    """TCLIBTORCH's autocast commands, from its checkout, as one .so in
+    outdir, with its build's flags (-O3, linked to libtcl, not stubs) but
+    C++20, which this torch's headers need (its CMakeLists.txt says C++17)."""
+    src = Path(checkout) / "src"
+    for name in ("amp_precision.cpp", "libtorchtcl.h"):
+        if not (src / name).exists():
+            raise BuildError(f"{src / name} is missing: is {checkout} a TCLIBTORCH checkout?")
+    outdir = Path(outdir)
+    # amp_precision.cpp includes c10/cuda/CUDAGuard.h but uses nothing from
+    # it; a CPU-only torch ships that header without the CUDA ones it needs.
+    shim = outdir / "shim" / "c10" / "cuda"
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "CUDAGuard.h").write_text("// empty: the autocast commands use no CUDA API\n")
+    init = outdir / "tclibtorch_autocast_init.cpp"
+    init.write_text(TCLIBTORCH_INIT)
+    lib = Path(torch_flags()[1][0][2:])
+    return build([src / "amp_precision.cpp", init], outdir / "tclibtorch_autocast.so",
+                 extra_cflags=[f"-I{outdir / 'shim'}", f"-I{src}", "-Wno-unused-parameter"],
+                 extra_ldflags=["-ltorch"] if (lib / "libtorch.so").exists() else [],
+                 stubs=False, tclsh=tclsh, optimize="-O3")
+
+
 if __name__ == "__main__":
-    print(build_aten_direct())
+    import argparse
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tclibtorch", nargs=2, metavar=("CHECKOUT", "OUTDIR"),
+                        help="build TCLIBTORCH's autocast commands from CHECKOUT into OUTDIR")
+    options = parser.parse_args()
+    try:
+        print(build_tclibtorch(*options.tclibtorch) if options.tclibtorch else build_aten_direct())
+    except BuildError as error:
+        raise SystemExit(f"not built: {error}")
