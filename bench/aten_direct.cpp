@@ -10,6 +10,7 @@
 //     aten::enable ?device? ?dtype?       aten::enable ?-device D? ?-dtype D?
 //     aten::disable ?device?              aten::is_enabled ?device?
 //     aten::get_dtype ?device?            (and -device D, -device_type D)
+//     aten::nothing ?device?              (reads its words, calls nothing: 0)
 //
 // Each does the steps the torch:: command's plan does (set_dtype: set the
 // dtype, then clear the autocast cache; enable with a dtype: the same, then
@@ -153,6 +154,14 @@ int get_dtype(void *data, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]) {
     }
 }
 
+// The floor's twin: a native command that reads its words and returns a
+// result, with no call into ATen.
+int nothing(void *data, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]) {
+    Words words;
+    if (!parse(interp, objc, objv, "d", words)) return TCL_ERROR;
+    return result(interp, data, FALSE_);
+}
+
 void free_results(void *data, Tcl_Interp *) {
     Results *results = static_cast<Results *>(data);
     for (Tcl_Obj *obj : results->obj) Tcl_DecrRefCount(obj);
@@ -174,5 +183,6 @@ extern "C" int Atendirect_Init(Tcl_Interp *interp) {
     Tcl_CreateObjCommand(interp, "aten::disable", disable, results, nullptr);
     Tcl_CreateObjCommand(interp, "aten::is_enabled", is_enabled, results, nullptr);
     Tcl_CreateObjCommand(interp, "aten::get_dtype", get_dtype, results, nullptr);
+    Tcl_CreateObjCommand(interp, "aten::nothing", nothing, results, nullptr);
     return Tcl_PkgProvide(interp, "atendirect", "1.0");
 }
