@@ -32,7 +32,8 @@ How to reproduce: `make setup`, then `.venv/bin/python bench/run.py` (`--quick` 
 fewer rounds). It builds the direct-ATen baseline itself (bench/aten_direct.cpp,
 with g++, against the headers of the venv's torch, into bench/build/). TCLIBTORCH
 is measured only from a library you build from its checkout (none of its code is
-in this repository): `git clone https://github.com/vicmay/TCLIBTORCH`, then
+in this repository): `git clone https://github.com/vicmay/TCLIBTORCH` (measured
+so far: its commit 01e225c), then
 `.venv/bin/python bench/native.py --tclibtorch TCLIBTORCH /var/tmp/tclibtorch-build`
 (its src/amp_precision.cpp unchanged, with an init of ours that registers its
 four autocast command procedures as `tclibtorch::autocast_*`; its CMakeLists.txt
