@@ -58,9 +58,10 @@ def python_training(n):
     return (time.perf_counter_ns() - start) / int(n) / 1e6
 }
 
-# The bridge's own cost: a remembered plan whose one step is bool().
+# The bridge's own cost on its Python path: a remembered plan whose one
+# step is bool().
 py exec {
-import tclamp
+import tclamp, tclamp.aten
 tclamp.tcl.interp.create_command("::bridge_floor", lambda *a: (((bool, ()),), "", True), planned=True)
 }
 
@@ -127,7 +128,10 @@ set slices 5
 for {set round 0} {$round < $rounds} {incr round} {
     foreach {name baseline script} $commands {
         set n [expr {$calls / $slices}]
+        # pypath: the same command with the ATen path off (torch's Python
+        # functions called from the remembered plan): what that path buys.
         set contenders {cmd noop py pylocal}
+        if {$name ne "floor"} {lappend contenders pypath}
         foreach contender {aten tlt} {
             if {[twin $contender $script] ne ""} {lappend contenders $contender}
         }
@@ -141,6 +145,12 @@ for {set round 0} {$round < $rounds} {incr round} {
                     noop {tcl_loop "noop [lrange $script 1 end]" $n}
                     py {py call direct $baseline 0 $n}
                     pylocal {py call direct $baseline 1 $n}
+                    pypath {
+                        py exec {tclamp.aten.use(False)}
+                        set ns [tcl_loop $script $n]
+                        py exec {tclamp.aten.use(True)}
+                        set ns
+                    }
                     default {tcl_loop [twin $contender $script] $n}
                 }]
                 set total($contender) [expr {$total($contender) + $ns}]

@@ -99,11 +99,14 @@ def table(samples, start):
                     f"{'yes' if to_python <= TARGETS[base] else 'no'} | "
                     f"{med['pylocal:' + name]:.0f} | {to_local:.2f}x | {med['noop:' + name]:.0f} |")
     bridge = med["cmd:" + FLOOR] - med["noop:" + FLOOR] - med["pylocal:" + FLOOR]
-    rows += ["", f"Where the time goes: an empty Tcl proc call costs {med['noop:' + FLOOR]:.0f} ns "
-             f"in this loop; a tclamp command whose plan calls `bool()` ({med['pylocal:' + FLOOR]:.0f} ns "
-             f"from Python) costs {med['cmd:' + FLOOR]:.0f} ns, so the bridge itself (GIL hand-off, "
-             f"remembered plan, result) adds {bridge:.0f} ns to each call; the rest is torch's "
-             "own function."]
+    rows += ["", "Where the time goes: a repeated autocast command runs ATen's own functions "
+             "from C (its remembered plan's program, see src/tclamp/aten.py), with no Python "
+             "and no GIL, so it is quicker than the same torch call made from Python. "
+             f"A command whose plan calls Python instead, here `bool()` "
+             f"({med['pylocal:' + FLOOR]:.0f} ns from Python), costs {med['cmd:' + FLOOR]:.0f} ns "
+             f"against an empty Tcl proc's {med['noop:' + FLOOR]:.0f} ns: the GIL hand-off, "
+             f"remembered plan and result add {bridge:.0f} ns (the `ATen path off` column below "
+             "is the autocast commands on that path)."]
     train = med["train:tcl"] / med["train:python"]
     rows += ["", "| measure | tclamp | baseline | ratio | target |", "|---|---|---|---|---|",
              f"| training step, Tcl-driven vs pure Python under torch.autocast (ms) | "
@@ -132,21 +135,24 @@ def native_table(samples, missing):
         return f"{med[key]:.0f}", f"{value:.2f}x", value
 
     rows = ["| command | form | tclamp ns | direct ATen C++ ns | ratio to it | target | met | "
-            "TCLIBTORCH ns | tclamp / TCLIBTORCH | TCLIBTORCH / direct ATen |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "TCLIBTORCH ns | tclamp / TCLIBTORCH | TCLIBTORCH / direct ATen | "
+            "tclamp, ATen path off, ns | its ratio to direct ATen |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     names = sorted(k[4:] for k in med if k.startswith("cmd:") and k != "cmd:" + FLOOR) + [FLOOR]
     for name in names:
         base, _, form = name.partition("/")
         aten_ns, to_aten, value = against(name, "aten")
         tlt_ns, to_tlt, _ = against(name, "tlt")
         tlt_to_aten = against(name, "aten", "tlt")[1]
+        off_ns, off_to_aten = against(name, "pypath")[0], against(name, "aten", "pypath")[1]
         if name == FLOOR:
             label, target, met = "floor (the bridge alone) | `bridge_floor cpu` / `aten::nothing cpu`", "", ""
         else:
             label, target = f"{base} | {form or 'positional'}", f"{NATIVE_TARGET}x"
             met = "–" if value is None else "yes" if value <= NATIVE_TARGET else "no"
         rows.append(f"| {label} | {med['cmd:' + name]:.0f} | {aten_ns} | {to_aten} | {target} | "
-                    f"{met} | {tlt_ns} | {to_tlt} | {tlt_to_aten} |")
+                    f"{met} | {tlt_ns} | {to_tlt} | {tlt_to_aten} | "
+                    f"{off_ns} | {off_to_aten} |")
     notes = [f"- {who}: {why}" for who, why in missing.items()]
     return "\n".join(rows + ([""] + notes if notes else []))
 

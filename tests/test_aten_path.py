@@ -44,7 +44,7 @@ def state():
     return " ".join(f"{d}={int(torch.is_autocast_enabled(d))}/{torch.get_autocast_dtype(d)}"
                     for d in ("cpu", "cuda"))
 }
-if {$argv eq "python"} { py exec {from tclamp import _bridge; _bridge.use_aten(None)} }
+if {$argv eq "python"} { py exec {import tclamp.aten; tclamp.aten.use(False)} }
 puts [dict get [tclamp::info] autocast_path]
 foreach script [py eval {__import__('json').loads(open('calls.json').read())}] {
     set rc [catch $script result options]
@@ -60,11 +60,13 @@ def test_the_path_is_on(tmp_path):
     r = tclsh(tmp_path, """\
         package require tclamp
         puts [dict get [tclamp::info] autocast_path]
-        py exec {from tclamp import _bridge; _bridge.use_aten(None)}
+        py exec {import tclamp.aten; tclamp.aten.use(False)}
+        puts [dict get [tclamp::info] autocast_path]
+        py exec {tclamp.aten.use(True)}
         puts [dict get [tclamp::info] autocast_path]
         """)
     assert_clean(r)
-    assert r.stdout.split() == ["aten", "python"]
+    assert r.stdout.split() == ["aten", "python", "aten"]
 
 
 def test_same_as_the_python_path(tmp_path):

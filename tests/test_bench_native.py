@@ -75,11 +75,12 @@ def test_a_baseline_that_cannot_be_built_is_named_in_the_table(monkeypatch):
         "direct ATen C++": "NOT BUILT, so not measured: no C++ compiler (g++) on PATH",
         "TCLIBTORCH": "not measured in this run: no library given (`--tclibtorch PATH.so`; "
                       "how to build one is below)"}
-    samples = {"cmd:set_dtype": [300.0, 310.0], "cmd:floor": [130.0, 128.0]}
+    samples = {"cmd:set_dtype": [300.0, 310.0], "cmd:floor": [130.0, 128.0],
+               "pypath:set_dtype": [220.0, 230.0]}
     assert run.native_table(samples, missing).splitlines()[2:] == [
-        "| set_dtype | positional | 305 | – | – | 2.0x | – | – | – | – |",
+        "| set_dtype | positional | 305 | – | – | 2.0x | – | – | – | – | 225 | – |",
         "| floor (the bridge alone) | `bridge_floor cpu` / `aten::nothing cpu` | 129 | – | – |  |  "
-        "| – | – | – |",
+        "| – | – | – | – | – |",
         "",
         "- direct ATen C++: NOT BUILT, so not measured: no C++ compiler (g++) on PATH",
         "- TCLIBTORCH: not measured in this run: no library given (`--tclibtorch PATH.so`; "

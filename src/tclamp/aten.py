@@ -103,23 +103,31 @@ def agrees(functions, dtype_codes):
 
 
 def start():
-    """Hands the functions to the bridge when they check out; the dtype
-    codes (None when they do not)."""
+    """The functions' addresses and the dtype names by code when the
+    functions check out, else None; and the dtype codes (or None)."""
     functions = find_functions()
     if functions is None:
-        return None
+        return None, None
     codes = read_dtype_codes(functions[4])
     names = {code: str(dtype).removeprefix("torch.") for dtype, code in codes.items()}
     if len(names) != len(codes) or not 0 <= min(names) <= max(names) < 64 \
             or not {torch.float16, torch.bfloat16, torch.float32} <= codes.keys() \
             or not agrees(functions, codes):
-        return None
-    _bridge.use_aten(tuple(ctypes.cast(f, ctypes.c_void_p).value for f in functions),
-                     tuple(names.get(code) for code in range(max(names) + 1)))
-    return codes
+        return None, None
+    return ((tuple(ctypes.cast(f, ctypes.c_void_p).value for f in functions),
+             tuple(names.get(code) for code in range(max(names) + 1))), codes)
 
 
-DTYPE_CODES = start()
+FOUND, DTYPE_CODES = start()
+
+
+def use(on):
+    """Turns the ATen path on (where it was found) or off, for the whole
+    process: a benchmark compares the two.  Whether it is on now."""
+    return _bridge.use_aten(*FOUND) if on and FOUND else _bridge.use_aten(None)
+
+
+use(True)
 
 
 def program(steps):
