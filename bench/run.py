@@ -146,7 +146,7 @@ def native_table(samples, missing):
         tlt_to_aten = against(name, "aten", "tlt")[1]
         off_ns, off_to_aten = against(name, "pypath")[0], against(name, "aten", "pypath")[1]
         if name == FLOOR:
-            label, target, met = "floor (the bridge alone) | `bridge_floor cpu` / `aten::nothing cpu`", "", ""
+            label, target, met = "floor: a plan that calls Python | `bridge_floor cpu` / `aten::nothing cpu`", "", ""
         else:
             label, target = f"{base} | {form or 'positional'}", f"{NATIVE_TARGET}x"
             met = "–" if value is None else "yes" if value <= NATIVE_TARGET else "no"

@@ -79,7 +79,7 @@ def test_a_baseline_that_cannot_be_built_is_named_in_the_table(monkeypatch):
                "pypath:set_dtype": [220.0, 230.0]}
     assert run.native_table(samples, missing).splitlines()[2:] == [
         "| set_dtype | positional | 305 | – | – | 2.0x | – | – | – | – | 225 | – |",
-        "| floor (the bridge alone) | `bridge_floor cpu` / `aten::nothing cpu` | 129 | – | – |  |  "
+        "| floor: a plan that calls Python | `bridge_floor cpu` / `aten::nothing cpu` | 129 | – | – |  |  "
         "| – | – | – | – | – |",
         "",
         "- direct ATen C++: NOT BUILT, so not measured: no C++ compiler (g++) on PATH",
