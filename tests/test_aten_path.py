@@ -199,3 +199,40 @@ def test_each_thread_its_own_state(tmp_path):
     assert r.stdout.splitlines() == [
         "float16 0 torch.float16", "bfloat16 0 torch.bfloat16", "float32 0 torch.float32",
         "float16 0 torch.float16", "bfloat16 0"]
+
+
+def test_runs_while_another_thread_holds_the_gil(tmp_path):
+    """A repeated command enters no Python: a Tcl thread calling for 0.8 s
+    finishes while the main thread holds the GIL for 1.5 s (in a C call
+    that never lets it go); with the path off, the same calls wait for it."""
+    r = tclsh(tmp_path, """\
+        package require Thread
+        package require tclamp
+        py exec {import ctypes, time, tclamp.aten; libc = ctypes.PyDLL(None)}
+        set worker [thread::create [list apply {{path} {
+            set ::auto_path $path
+            package require tclamp
+            proc calls {{for 800}} {
+                set end [expr {[clock milliseconds] + $for}]
+                while {[clock milliseconds] < $end} {
+                    torch::autocast_set_dtype bfloat16 cpu
+                    torch::autocast_is_enabled cpu
+                }
+                clock milliseconds
+            }
+            calls 0;    # plans them, in Python
+            thread::wait
+        }} $auto_path]]
+        foreach on {True False} {
+            py exec "tclamp.aten.use($on)"
+            unset -nocomplain done
+            thread::send -async $worker calls done;     # calls for 0.8 s
+            after 100
+            py exec {libc.usleep(1500000)};             # holds the GIL 1.5 s
+            set back [clock milliseconds]
+            while {![info exists done]} { vwait done }
+            puts [expr {$done < $back ? "before" : "after"}]
+        }
+        """, timeout=120)
+    assert_clean(r)
+    assert r.stdout.split() == ["before", "after"]
