@@ -1,9 +1,20 @@
 # tclamp's benchmarks, run inside one tclsh by bench/run.py:
-#   tclsh bench.tcl ROUNDS CALLS
+#   tclsh bench.tcl ROUNDS CALLS ?ATEN_SO? ?TCLIBTORCH_SO?
 # Every ratio compares two things measured side by side in this process,
 # round after round; run.py takes the medians.  Prints "name value" lines.
+# ATEN_SO (bench/aten_direct.cpp, built by bench/native.py) and
+# TCLIBTORCH_SO (TCLIBTORCH's autocast commands, built by the user) are the
+# native baselines; an empty or absent one is not measured.
 package require tclamp
-lassign $argv rounds calls
+lassign $argv rounds calls aten_so tclibtorch_so
+# Loaded after tclamp has imported torch: they link the same libtorch_cpu.so.
+# One that does not load is reported ("error:NAME message") and left out.
+foreach {var prefix contender} {aten_so Atendirect aten tclibtorch_so Tclibtorchautocast tlt} {
+    if {[set $var] ne "" && [catch {load [set $var] $prefix} message]} {
+        puts "error:$contender [string map {\n " "} $message]"
+        set $var ""
+    }
+}
 
 py exec {
 import time, timeit, torch
@@ -47,9 +58,10 @@ def python_training(n):
     return (time.perf_counter_ns() - start) / int(n) / 1e6
 }
 
-# The bridge's own cost: a remembered plan whose one step is bool().
+# The bridge's own cost on its Python path: a remembered plan whose one
+# step is bool().
 py exec {
-import tclamp
+import tclamp, tclamp.aten
 tclamp.tcl.interp.create_command("::bridge_floor", lambda *a: (((bool, ()),), "", True), planned=True)
 }
 
@@ -77,22 +89,77 @@ set commands {
     get_dtype/named get_dtype   {torch::autocast_get_dtype -device cpu}
     floor           floor       {bridge_floor cpu}
 }
-# In each round the four contenders of a command take turns, SLICES times,
-# so that a slower stretch of a shared machine falls on all of them.
+# The native twin of a torch:: command (the same words), or "" if none:
+# aten:: (ATen called from C++) and TCLIBTORCH's (which has no get_dtype).
+proc twin {contender script} {
+    set words [lrange $script 1 end]
+    set command [lindex $script 0]
+    switch -- $contender {
+        aten {
+            if {$::aten_so eq ""} {return ""}
+            if {$command eq "bridge_floor"} {return [list aten::nothing {*}$words]}
+            return [list [string map {torch::autocast_ aten::} $command] {*}$words]
+        }
+        tlt {
+            if {$::tclibtorch_so eq "" || $command in {bridge_floor torch::autocast_get_dtype}} {
+                return ""
+            }
+            return [list [string map {torch:: tclibtorch::} $command] {*}$words]
+        }
+    }
+}
+# A twin must answer what the torch:: command answers, or it is no twin.
+foreach {name baseline script} $commands {
+    foreach contender {aten tlt} {
+        set other [twin $contender $script]
+        if {$other eq "" || $name eq "floor"} continue
+        set ours [{*}$script]
+        set theirs [{*}$other]
+        if {$ours ne $theirs} {
+            error "`$other` answers \"$theirs\", `$script` \"$ours\""
+        }
+    }
+}
+
+# In each round the contenders of a command take turns, SLICES times, so
+# that a slower stretch of a shared machine falls on all of them; each
+# slice starts with the next contender, so none always runs first.
 set slices 5
 for {set round 0} {$round < $rounds} {incr round} {
     foreach {name baseline script} $commands {
         set n [expr {$calls / $slices}]
-        array set total {cmd 0 noop 0 py 0 pylocal 0}
-        for {set slice 0} {$slice < $slices} {incr slice} {
-            set total(cmd) [expr {$total(cmd) + [tcl_loop $script $n]}]
-            set total(noop) [expr {$total(noop) + [tcl_loop "noop [lrange $script 1 end]" $n]}]
-            set total(py) [expr {$total(py) + [py call direct $baseline 0 $n]}]
-            set total(pylocal) [expr {$total(pylocal) + [py call direct $baseline 1 $n]}]
+        # pypath: the same command with the ATen path off (torch's Python
+        # functions called from the remembered plan): what that path buys.
+        set contenders {cmd noop py pylocal}
+        if {$name ne "floor"} {lappend contenders pypath}
+        foreach contender {aten tlt} {
+            if {[twin $contender $script] ne ""} {lappend contenders $contender}
         }
-        foreach contender {cmd noop py pylocal} {
+        foreach contender $contenders {set total($contender) 0}
+        for {set slice 0} {$slice < $slices} {incr slice} {
+            set first [expr {($round + $slice) % [llength $contenders]}]
+            foreach contender [concat [lrange $contenders $first end] \
+                                      [lrange $contenders 0 [expr {$first - 1}]]] {
+                set ns [switch -- $contender {
+                    cmd {tcl_loop $script $n}
+                    noop {tcl_loop "noop [lrange $script 1 end]" $n}
+                    py {py call direct $baseline 0 $n}
+                    pylocal {py call direct $baseline 1 $n}
+                    pypath {
+                        py exec {tclamp.aten.use(False)}
+                        set ns [tcl_loop $script $n]
+                        py exec {tclamp.aten.use(True)}
+                        set ns
+                    }
+                    default {tcl_loop [twin $contender $script] $n}
+                }]
+                set total($contender) [expr {$total($contender) + $ns}]
+            }
+        }
+        foreach contender $contenders {
             puts "$contender:$name [expr {$total($contender) / $slices}]"
         }
+        array unset total
     }
     flush stdout
 }

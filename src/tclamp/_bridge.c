@@ -43,6 +43,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1600,17 +1601,21 @@ apply_outcome(Tcl_Interp *interp, OutcomeObject *o)
  * converts the value back.  A "planned" command calls its callable (a
  * parser) with the arguments and gets a plan back:
  *
- *     (steps, result, cacheable)
- *     steps:  tuple of (callable, args-tuple), called in order
- *     result: None (convert the last step's value), a dict (map that value),
- *             or a constant
+ *     (steps, result, cacheable[, program])
+ *     steps:   tuple of (callable, args-tuple), called in order
+ *     result:  None (convert the last step's value), a dict (map that value),
+ *              or a constant
+ *     program: None, or the same steps as calls of ATen's autocast
+ *              functions (bytes; see aten.py and run_program)
  *
  * A cacheable plan depends on the argument strings alone (never on state
  * read while planning: whatever depends on state is a step, run on every
  * call), so it is kept in a small per-command memo keyed by them: a
  * repeated call runs the steps straight from C without creating a single
- * Python object for its arguments.
+ * Python object for its arguments, and one with a program runs it without
+ * entering Python at all.
  */
+#define PROGRAM_MAX 12          /* bytes: four ATen calls */
 typedef struct {
     int objc;                   /* 0: empty slot */
     char *key;                  /* the arguments, each as <length><bytes> */
@@ -1618,9 +1623,31 @@ typedef struct {
     PyObject *steps;
     PyObject *result;           /* None or dict; NULL when constant */
     Tcl_Obj *constant;
-    PyObject *last_value;       /* the last immutable value converted, */
-    Tcl_Obj *last_obj;          /* and what it became: reused if it recurs */
+    int program_len;            /* 0: none */
+    unsigned char program[PROGRAM_MAX];
 } Memo;
+
+/*
+ * torch.set_autocast_dtype and its siblings are Python bindings of ATen's
+ * at::autocast functions: parsing their arguments and taking the GIL cost
+ * several times what the thread-local write they make does.  aten.py finds
+ * the functions themselves in the libtorch that Python loaded, checks them
+ * against torch's bindings, and hands them over (use_aten).  A program is
+ * <op, device, argument> triples, ops numbered as below; the devices and
+ * dtypes are ATen's own codes, which aten.py read from torch.
+ */
+enum { ATEN_SET_DTYPE, ATEN_SET_ENABLED, ATEN_CLEAR_CACHE, ATEN_IS_ENABLED,
+       ATEN_GET_DTYPE, ATEN_OPS };
+#define ATEN_DTYPES 64          /* ATen's dtype codes are below this */
+static struct {
+    void (*set_dtype)(signed char device, signed char dtype);
+    void (*set_enabled)(signed char device, bool enabled);
+    void (*clear_cache)(void);
+    bool (*is_enabled)(signed char device);
+    signed char (*get_dtype)(signed char device);
+    const char *dtype_names[ATEN_DTYPES];   /* NULL: a code aten.py did not name */
+} aten;
+static atomic_int aten_on;     /* the functions are set, and programs run */
 
 typedef struct {
     Lifetime life;
@@ -1657,20 +1684,26 @@ memo_clear(Memo *m)
     ckfree(m->key);
     Py_XDECREF(m->steps);
     Py_XDECREF(m->result);
-    Py_XDECREF(m->last_value);
     if (m->constant) Tcl_DecrRefCount(m->constant);
-    if (m->last_obj) Tcl_DecrRefCount(m->last_obj);
     memset(m, 0, sizeof(*m));
 }
 
 static int
-check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable)
+check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
+           PyObject **program)
 {
-    if (!PyTuple_Check(plan) || PyTuple_GET_SIZE(plan) != 3
-            || !PyTuple_Check(PyTuple_GET_ITEM(plan, 0))) {
-        PyErr_SetString(PyExc_TypeError, "a command plan is (steps, result, cacheable)");
+    Py_ssize_t n = PyTuple_Check(plan) ? PyTuple_GET_SIZE(plan) : 0;
+    *program = n == 4 ? PyTuple_GET_ITEM(plan, 3) : Py_None;
+    if ((n != 3 && n != 4) || !PyTuple_Check(PyTuple_GET_ITEM(plan, 0))
+            || (*program != Py_None && (!PyBytes_Check(*program)
+                                        || PyBytes_GET_SIZE(*program) % 3 != 0
+                                        || PyBytes_GET_SIZE(*program) == 0))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a command plan is (steps, result, cacheable[, program bytes])");
         return -1;
     }
+    if (*program == Py_None)
+        *program = NULL;
     *steps = PyTuple_GET_ITEM(plan, 0);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(*steps); i++) {
         PyObject *step = PyTuple_GET_ITEM(*steps, i);
@@ -1687,7 +1720,7 @@ check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable)
 
 static void
 memo_store(Command *cmd, int objc, Tcl_Obj *const objv[], PyObject *steps,
-           PyObject *result, Tcl_Obj *constant)
+           PyObject *result, Tcl_Obj *constant, PyObject *program)
 {
     size_t keylen = 0;
     for (int i = 1; i < objc; i++) {
@@ -1713,19 +1746,46 @@ memo_store(Command *cmd, int objc, Tcl_Obj *const objv[], PyObject *steps,
     m->result = constant ? NULL : Py_NewRef(result);
     m->constant = constant;
     if (constant) Tcl_IncrRefCount(constant);
+    if (program != NULL && PyBytes_GET_SIZE(program) <= PROGRAM_MAX) {
+        m->program_len = (int)PyBytes_GET_SIZE(program);
+        memcpy(m->program, PyBytes_AS_STRING(program), m->program_len);
+    }
 }
 
-/* Readers return one of a few immutable values (a bool, a dtype's name):
-   a memo entry keeps the last one's Tcl value to hand out again. */
+/* Runs a remembered plan's program: ATen's functions, called from this
+   thread as torch's bindings would call them, with no Python object made
+   and the GIL not taken.  0 (and nothing changed) when the program's
+   result has no Tcl form of its own here: the steps run instead. */
 static int
-reusable(PyObject *value)
+run_program(Tcl_Interp *interp, Memo *m)
 {
-    return PyBool_Check(value) || PyUnicode_CheckExact(value) || value == Py_None;
+    int value = -1;
+    for (int i = 0; i + 2 < m->program_len; i += 3) {
+        signed char device = (signed char)m->program[i + 1];
+        switch (m->program[i]) {
+        case ATEN_SET_DTYPE:   aten.set_dtype(device, (signed char)m->program[i + 2]); break;
+        case ATEN_SET_ENABLED: aten.set_enabled(device, m->program[i + 2] != 0); break;
+        case ATEN_CLEAR_CACHE: aten.clear_cache(); break;
+        case ATEN_IS_ENABLED:  value = aten.is_enabled(device); break;
+        case ATEN_GET_DTYPE:
+            value = aten.get_dtype(device);
+            if (value < 0 || value >= ATEN_DTYPES || aten.dtype_names[value] == NULL)
+                return 0;       /* a dtype aten.py did not name: Python names it */
+            break;
+        }
+    }
+    if (m->constant != NULL)
+        Tcl_SetObjResult(interp, m->constant);
+    else if (m->program[m->program_len - 3] == ATEN_IS_ENABLED)
+        Tcl_SetObjResult(interp, Tcl_NewIntObj(value));     /* as to_tcl gives a bool */
+    else
+        Tcl_SetObjResult(interp, Tcl_NewStringObj(aten.dtype_names[value], -1));
+    return 1;
 }
 
 static int
 run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
-          Tcl_Obj *constant, Memo *memo)
+          Tcl_Obj *constant)
 {
     PyObject *value = NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(steps);
@@ -1757,30 +1817,17 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
         if (value == NULL)
             return report_python_error(cmd->owner, interp);
     }
-    if (memo != NULL && memo->last_value == value) {
-        Py_DECREF(value);
-        Tcl_SetObjResult(interp, memo->last_obj);
-        return TCL_OK;
-    }
     Tcl_Obj *obj = result_to_tcl(cmd->owner, value);
-    if (obj == NULL) {
-        Py_DECREF(value);
-        return report_python_error(cmd->owner, interp);
-    }
-    if (memo != NULL && reusable(value)) {
-        Py_XSETREF(memo->last_value, Py_NewRef(value));
-        if (memo->last_obj) Tcl_DecrRefCount(memo->last_obj);
-        memo->last_obj = obj;
-        Tcl_IncrRefCount(obj);
-    }
     Py_DECREF(value);
+    if (obj == NULL)
+        return report_python_error(cmd->owner, interp);
     Tcl_SetObjResult(interp, obj);
     return TCL_OK;
 }
 
 /* Runs a remembered plan.  The steps are torch's own functions, but hold
    the plan anyway: a step that re-entered this command could reuse its
-   slot, and then the slot's last result is no longer ours to set. */
+   slot. */
 static int
 run_memo(Command *cmd, Tcl_Interp *interp, Memo *m)
 {
@@ -1788,7 +1835,7 @@ run_memo(Command *cmd, Tcl_Interp *interp, Memo *m)
     PyObject *result = m->result ? Py_NewRef(m->result) : NULL;
     Tcl_Obj *constant = m->constant;
     if (constant) Tcl_IncrRefCount(constant);
-    int rc = run_steps(cmd, interp, steps, result, constant, m);
+    int rc = run_steps(cmd, interp, steps, result, constant);
     if (constant) Tcl_DecrRefCount(constant);
     Py_XDECREF(result);
     Py_DECREF(steps);
@@ -1800,6 +1847,17 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
 {
     Command *cmd = cd;
     Entry e;
+    if (cmd->planned && atomic_load_explicit(&aten_on, memory_order_acquire)
+            && python_usable()) {
+        for (int i = 0; i < MEMO_SLOTS; i++) {
+            Memo *m = &cmd->memo[i];
+            if (m->program_len != 0 && memo_matches(m, objc, objv)) {
+                if (run_program(interp, m))
+                    return TCL_OK;
+                break;
+            }
+        }
+    }
     if (enter(&e, cmd->owner, interp) < 0)
         return TCL_ERROR;
     flush_tcl_stdout();
@@ -1829,18 +1887,18 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
             rc = TCL_OK;
         }
     } else {
-        PyObject *steps, *result;
+        PyObject *steps, *result, *program;
         int cacheable;
         Tcl_Obj *constant = NULL;
-        if (check_plan(value, &steps, &result, &cacheable) < 0
+        if (check_plan(value, &steps, &result, &cacheable, &program) < 0
                 || (result != Py_None && !PyDict_Check(result)
                     && (constant = result_to_tcl(cmd->owner, result)) == NULL)) {
             rc = report_python_error(cmd->owner, interp);
         } else {
             if (constant) Tcl_IncrRefCount(constant);
             if (cacheable && !any_handle)
-                memo_store(cmd, objc, objv, steps, result, constant);
-            rc = run_steps(cmd, interp, steps, result, constant, NULL);
+                memo_store(cmd, objc, objv, steps, result, constant, program);
+            rc = run_steps(cmd, interp, steps, result, constant);
             if (constant) Tcl_DecrRefCount(constant);
         }
     }
@@ -3337,6 +3395,53 @@ bridge_at_python_exit(PyObject *module, PyObject *unused)
    taking the GIL: from now on this thread keeps the GIL, with its own
    thread state, whenever it is in Tcl, as tohil itself does (so other
    threads run Python only while this one does). */
+/* use_aten(functions, dtype_names): the five ATen functions' addresses,
+   in the order of the ATEN_ ops, and dtype names by code (None where
+   unnamed); from then on programs run.  use_aten(None) stops them, as for
+   a torch without them; the functions, once given, are kept (other
+   threads may be calling them).  Returns whether programs run. */
+static PyObject *
+bridge_use_aten(PyObject *module, PyObject *args)
+{
+    PyObject *functions = NULL, *names = NULL;
+    if (!PyArg_ParseTuple(args, "|OO!:use_aten", &functions, &PyTuple_Type, &names))
+        return NULL;
+    if (functions == NULL)
+        return PyBool_FromLong(atomic_load(&aten_on));
+    if (functions == Py_None) {
+        atomic_store(&aten_on, 0);
+        Py_RETURN_FALSE;
+    }
+    void *address[ATEN_OPS];
+    if (!PyTuple_Check(functions) || PyTuple_GET_SIZE(functions) != ATEN_OPS || names == NULL
+            || PyTuple_GET_SIZE(names) > ATEN_DTYPES)
+        return PyErr_Format(PyExc_TypeError, "use_aten: %d addresses and up to %d dtype names",
+                            ATEN_OPS, ATEN_DTYPES);
+    for (int i = 0; i < ATEN_OPS; i++) {
+        address[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(functions, i));
+        if (address[i] == NULL)
+            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "use_aten: a NULL address");
+    }
+    if (aten.set_dtype == NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+            PyObject *name = PyTuple_GET_ITEM(names, i);
+            const char *text = name == Py_None ? NULL : PyUnicode_AsUTF8(name);
+            if (text == NULL && name != Py_None)
+                return NULL;
+            aten.dtype_names[i] = text ? strdup(text) : NULL;
+        }
+        memcpy(&aten.set_dtype, &address[ATEN_SET_DTYPE], sizeof(void *));
+        memcpy(&aten.set_enabled, &address[ATEN_SET_ENABLED], sizeof(void *));
+        memcpy(&aten.clear_cache, &address[ATEN_CLEAR_CACHE], sizeof(void *));
+        memcpy(&aten.is_enabled, &address[ATEN_IS_ENABLED], sizeof(void *));
+        memcpy(&aten.get_dtype, &address[ATEN_GET_DTYPE], sizeof(void *));
+    } else if (memcmp(&aten.set_dtype, &address[ATEN_SET_DTYPE], sizeof(void *)) != 0) {
+        return PyErr_Format(PyExc_ValueError, "use_aten: another libtorch's functions");
+    }
+    atomic_store_explicit(&aten_on, 1, memory_order_release);
+    Py_RETURN_TRUE;
+}
+
 static PyObject *
 bridge_keep_gil(PyObject *module, PyObject *unused)
 {
@@ -3347,6 +3452,9 @@ bridge_keep_gil(PyObject *module, PyObject *unused)
 static PyMethodDef bridge_methods[] = {
     {"configure", bridge_configure, METH_VARARGS,
      "configure(TclError, describe_error, shutdown_steps): set by tclamp on import"},
+    {"use_aten", bridge_use_aten, METH_VARARGS,
+     "use_aten(functions, dtype_names), use_aten(None), use_aten() -> bool: whether plans' "
+     "programs run (see aten.py)"},
     {"keep_gil", bridge_keep_gil, METH_NOARGS,
      "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
     {"current", bridge_current, METH_NOARGS,

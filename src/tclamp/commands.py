@@ -1,7 +1,7 @@
 """Registration: every declared torch:: command, under both its names."""
 import torch
 
-from . import autocast, info, module_rules, precision, scaler, trace
+from . import aten, autocast, info, module_rules, precision, scaler, trace
 
 
 def all_commands():
@@ -15,7 +15,7 @@ def register(interp):
     # afresh there; scoped blocks turn the cache on for their duration.
     torch.set_autocast_cache_enabled(False)
     for command in all_commands():
-        parser = command.parser()
+        parser = aten.with_programs(command.parser())
         for name in dict.fromkeys((command.name, command.camel)):
             interp.create_command(f"::torch::{name}", parser, planned=True)
     # So that `namespace import torch::*` brings them all in.

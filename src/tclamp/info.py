@@ -17,7 +17,8 @@ def info():
             "cuda_available": torch.cuda.is_available(),
             "cuda_device_count": torch.cuda.device_count(),
             "tcl_version": interp.call("info", "patchlevel"),
-            "handle_count": interp.handle_count}
+            "handle_count": interp.handle_count,
+            "autocast_path": "aten" if _bridge.use_aten() else "python"}
 
 
 def plan_info():

@@ -1,0 +1,158 @@
+"""ATen's own autocast functions, for the bridge to call without Python.
+
+torch.set_autocast_dtype, set_autocast_enabled, clear_autocast_cache,
+is_autocast_enabled and get_autocast_dtype are Python bindings of the
+at::autocast functions of the same names: each call parses its arguments
+and needs the GIL, which costs several times the thread-local read or
+write it makes.  A torch:: command's remembered plan made of these calls
+only also carries them as a program (`program`), which the bridge runs
+from C with no Python at all (_bridge.c, run_program).
+
+The functions are looked up by their C++ names in the libtorch that
+`import torch` loaded, and checked against torch's bindings before they are
+used: each must read back what the other wrote, on this thread, for both
+devices.  Anything unexpected (another torch, another platform, a
+function missing) leaves the bridge on the Python path, which means the
+same.
+"""
+import ctypes
+import os
+
+import torch
+
+from . import _bridge
+
+# The op codes of _bridge.c's ATEN_ enum, in order: torch's binding and
+# the C++ name of the function it calls.
+OPS = (
+    (torch.set_autocast_dtype, "_ZN2at8autocast18set_autocast_dtypeEN3c1010DeviceTypeENS1_10ScalarTypeE",
+     None, (ctypes.c_int8, ctypes.c_int8)),
+    (torch.set_autocast_enabled, "_ZN2at8autocast20set_autocast_enabledEN3c1010DeviceTypeEb",
+     None, (ctypes.c_int8, ctypes.c_bool)),
+    (torch.clear_autocast_cache, "_ZN2at8autocast11clear_cacheEv", None, ()),
+    (torch.is_autocast_enabled, "_ZN2at8autocast19is_autocast_enabledEN3c1010DeviceTypeE",
+     ctypes.c_bool, (ctypes.c_int8,)),
+    (torch.get_autocast_dtype, "_ZN2at8autocast18get_autocast_dtypeEN3c1010DeviceTypeE",
+     ctypes.c_int8, (ctypes.c_int8,)),
+)
+OP_CODES = {binding: code for code, (binding, *_) in enumerate(OPS)}
+SET_DTYPE, SET_ENABLED = OP_CODES[torch.set_autocast_dtype], OP_CODES[torch.set_autocast_enabled]
+# c10::DeviceType's codes: CPU and CUDA are its first two, and the check
+# below confirms them.  Other devices' steps stay in Python.
+DEVICE_CODES = {"cpu": 0, "cuda": 1}
+
+
+def find_functions():
+    """The C functions of OPS, called through ctypes, or None."""
+    try:
+        library = ctypes.CDLL("libtorch_cpu" + (".dylib" if os.uname().sysname == "Darwin"
+                                                else ".so"),
+                              mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        functions = []
+        for _, symbol, restype, argtypes in OPS:
+            function = getattr(library, symbol)
+            function.restype, function.argtypes = restype, argtypes
+            functions.append(function)
+        return functions
+    except (OSError, AttributeError):
+        return None
+
+
+def read_dtype_codes(get_dtype):
+    """ATen's code for every torch dtype, read by setting each one through
+    torch's binding and reading it back through ATen's function."""
+    codes = {}
+    saved = torch.get_autocast_dtype("cpu")
+    try:
+        for dtype in {v for v in vars(torch).values() if isinstance(v, torch.dtype)}:
+            try:
+                torch.set_autocast_dtype("cpu", dtype)
+            except (RuntimeError, TypeError):
+                continue
+            codes[dtype] = get_dtype(DEVICE_CODES["cpu"])
+    finally:
+        torch.set_autocast_dtype("cpu", saved)
+    return codes
+
+
+def agrees(functions, dtype_codes):
+    """Whether ATen's functions and torch's bindings see the same state
+    (this thread's, restored afterwards)."""
+    set_dtype, set_enabled, _, is_enabled, get_dtype = functions
+    saved = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in DEVICE_CODES}
+    try:
+        for device, code in DEVICE_CODES.items():
+            other = next(d for d in DEVICE_CODES if d != device)
+            for on in (True, False):
+                set_enabled(code, on)
+                torch.set_autocast_enabled(other, not on)
+                if torch.is_autocast_enabled(device) != on or is_enabled(code) != on:
+                    return False
+            for dtype in (torch.float16, torch.bfloat16):
+                set_dtype(code, dtype_codes[dtype])
+                if torch.get_autocast_dtype(device) != dtype:
+                    return False
+                torch.set_autocast_dtype(device, torch.float32)
+                if get_dtype(code) != dtype_codes[torch.float32]:
+                    return False
+        return True
+    finally:
+        for device, (enabled, dtype) in saved.items():
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+
+
+def start():
+    """The functions' addresses and the dtype names by code when the
+    functions check out, else None; and the dtype codes (or None)."""
+    functions = find_functions()
+    if functions is None:
+        return None, None
+    codes = read_dtype_codes(functions[4])
+    names = {code: str(dtype).removeprefix("torch.") for dtype, code in codes.items()}
+    if len(names) != len(codes) or not 0 <= min(names) <= max(names) < 64 \
+            or not {torch.float16, torch.bfloat16, torch.float32} <= codes.keys() \
+            or not agrees(functions, codes):
+        return None, None
+    return ((tuple(ctypes.cast(f, ctypes.c_void_p).value for f in functions),
+             tuple(names.get(code) for code in range(max(names) + 1))), codes)
+
+
+FOUND, DTYPE_CODES = start()
+
+
+def use(on):
+    """Turns the ATen path on (where it was found) or off, for the whole
+    process: a benchmark compares the two.  Whether it is on now."""
+    return _bridge.use_aten(*FOUND) if on and FOUND else _bridge.use_aten(None)
+
+
+use(True)
+
+
+def program(steps):
+    """The steps as ATen calls (bytes of op, device, argument), or None
+    when one of them is not such a call."""
+    if DTYPE_CODES is None:
+        return None
+    calls = bytearray()
+    for function, args in steps:
+        op = next((code for binding, code in OP_CODES.items() if binding is function), None)
+        device = DEVICE_CODES.get(args[0]) if args and isinstance(args[0], str) else 0
+        argument = 0
+        if op == SET_DTYPE:
+            argument = DTYPE_CODES.get(args[1]) if isinstance(args[1], torch.dtype) else None
+        elif op == SET_ENABLED:
+            argument = int(args[1]) if isinstance(args[1], bool) else None
+        if None in (op, device, argument):
+            return None
+        calls += bytes((op, device, argument))
+    return bytes(calls) or None
+
+
+def with_programs(parser):
+    """The parser, with each plan's program added."""
+    def plan(*args):
+        steps, result, cacheable = parser(*args)
+        return steps, result, cacheable, program(steps)
+    return plan
