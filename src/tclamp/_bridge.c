@@ -1543,6 +1543,32 @@ memo_clear(Memo *m)
     memset(m, 0, sizeof(*m));
 }
 
+/* Whether a program can stand for its plan's steps: ATen's ops on the
+   devices aten.py checked (cpu 0, cuda 1), with a dtype it named or an
+   enabled flag of 0 or 1, giving the plan's result as run_program makes
+   it: the constant, or the value of a last is_enabled (result None) or
+   get_dtype (result a dict, the dtypes' names).  Anything else would run
+   something the steps do not mean (ATen throws on an unknown device, and
+   C++ exceptions end the process here). */
+static int
+program_fits(PyObject *program, PyObject *result)
+{
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(program);
+    Py_ssize_t n = PyBytes_GET_SIZE(program);
+    for (Py_ssize_t i = 0; i < n; i += 3) {
+        if (p[i] >= ATEN_OPS || p[i + 1] > 1
+                || (p[i] == ATEN_SET_DTYPE && (p[i + 2] >= ATEN_DTYPES
+                        || (aten.set_dtype != NULL && aten.dtype_names[p[i + 2]] == NULL)))
+                || (p[i] == ATEN_SET_ENABLED && p[i + 2] > 1))
+            return 0;
+    }
+    if (result == Py_None)
+        return p[n - 3] == ATEN_IS_ENABLED;
+    if (PyDict_Check(result))
+        return p[n - 3] == ATEN_GET_DTYPE;
+    return 1;
+}
+
 static int
 check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
            PyObject **program)
@@ -1559,6 +1585,11 @@ check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
     }
     if (*program == Py_None)
         *program = NULL;
+    else if (!program_fits(*program, PyTuple_GET_ITEM(plan, 1))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a command plan's program is not ATen calls that give its result");
+        return -1;
+    }
     *steps = PyTuple_GET_ITEM(plan, 0);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(*steps); i++) {
         PyObject *step = PyTuple_GET_ITEM(*steps, i);
