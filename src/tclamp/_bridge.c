@@ -3281,6 +3281,18 @@ bridge_at_python_exit(PyObject *module, PyObject *unused)
    taking the GIL: from now on this thread keeps the GIL, with its own
    thread state, whenever it is in Tcl, as tohil itself does (so other
    threads run Python only while this one does). */
+/* libc's exit, before libtorch's static objects go: programs stop.  A
+   thread that still runs Tcl then (a Python program's daemon thread in a
+   loop of commands: Python has finalized and exit does not wait for it)
+   would call clear_cache on a destroyed map; on the Python path it stops
+   at its next call, as every thread that comes back to a finalized Python
+   does. */
+static void
+stop_programs_at_exit(void)
+{
+    atomic_store(&aten_on, 0);
+}
+
 /* use_aten(functions, dtype_names): the five ATen functions' addresses,
    in the order of the ATEN_ ops, and dtype names by code (None where
    unnamed); from then on programs run.  use_aten(None) stops them, as for
@@ -3321,6 +3333,10 @@ bridge_use_aten(PyObject *module, PyObject *args)
         memcpy(&aten.clear_cache, &address[ATEN_CLEAR_CACHE], sizeof(void *));
         memcpy(&aten.is_enabled, &address[ATEN_IS_ENABLED], sizeof(void *));
         memcpy(&aten.get_dtype, &address[ATEN_GET_DTYPE], sizeof(void *));
+        /* libc runs exit handlers last registered first: clear_cache's map,
+           made on its first call, must be older than stop_programs_at_exit. */
+        aten.clear_cache();
+        atexit(stop_programs_at_exit);
     } else if (memcmp(&aten.set_dtype, &address[ATEN_SET_DTYPE], sizeof(void *)) != 0) {
         return PyErr_Format(PyExc_ValueError, "use_aten: another libtorch's functions");
     }
