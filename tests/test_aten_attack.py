@@ -8,7 +8,6 @@ Checked by hand and not kept here (too slow for the suite): valgrind on a
 tclsh script making 57,000 repeated calls loses the same 1,321 bytes in 21
 blocks (all Python's and numpy's start-up) with the path on and off.
 """
-import sys
 
 import pytest
 
@@ -354,6 +353,65 @@ for _ in range(2000):
     assert_clean(r)
     assert r.stdout.splitlines() == ["0 float16 0", "0 bfloat16 0", "0 float32 0", "0 float16 0",
                                      "{0 1 bfloat16}", "float16 0"]
+
+
+def test_threads_with_child_interpreters_that_come_and_go(tmp_path):
+    """Four Tcl threads each make child interpreters with tclamp, call
+    through them and an alias to them, delete them, and two end with
+    thread::exit, while the main thread runs Python: each thread reads
+    back what it set, through every interpreter of its own."""
+    r = tclsh(tmp_path, """\
+        package require Thread
+        package require tclamp
+        set body {
+            set ::auto_path [lindex $argv 0]
+            package require tclamp
+            proc work {n ending} {
+                set bad 0
+                for {set r 0} {$r < $n} {incr r} {
+                    set c [interp create]
+                    $c eval [list set ::auto_path $::auto_path]
+                    $c eval {package require tclamp}
+                    interp alias {} enable {} $c eval torch::autocast_enable
+                    for {set i 0} {$i < 100} {incr i} {
+                        $c eval {torch::autocast_set_dtype bfloat16 cpu; torch::autocast_enable cpu}
+                        if {[$c eval {torch::autocast_get_dtype cpu}] ne "bfloat16"} { incr bad }
+                        if {[torch::autocast_get_dtype cpu] ne "bfloat16"} { incr bad }
+                        torch::autocast_set_dtype float16 cpu
+                        if {[$c eval {torch::autocast_get_dtype cpu}] ne "float16"} { incr bad }
+                        enable cpu float32
+                        if {[torch::autocast_get_dtype cpu] ne "float32"} { incr bad }
+                    }
+                    interp delete $c
+                }
+                if {$ending eq "exit"} { thread::exit }
+                return $bad
+            }
+            thread::wait
+        }
+        set threads {}
+        foreach ending {return exit return exit} {
+            set t [thread::create [string map [list {[lindex $argv 0]} [list $auto_path]] $body]]
+            lappend threads $t
+            thread::send -async $t [list work 10 $ending] result($t)
+        }
+        set returned [list [lindex $threads 0] [lindex $threads 2]]
+        while {!([info exists result([lindex $returned 0])] && [info exists result([lindex $returned 1])]
+                 && [llength [thread::names]] == 3)} {
+            py exec {
+import torch
+for _ in range(500):
+    torch.set_autocast_dtype("cpu", torch.bfloat16)
+    torch.clear_autocast_cache()
+}
+            after 5
+            update
+        }
+        foreach t $returned { puts $result($t); thread::release $t }
+        puts [list [torch::autocast_get_dtype cpu] [torch::autocast_get_dtype cpu]]
+        """, timeout=120)
+    assert_clean(r)
+    assert r.stdout.splitlines() == ["0", "0", "bfloat16 bfloat16"]
 
 
 def test_python_threads_with_interpreters_of_their_own(tmp_path):
