@@ -1688,6 +1688,32 @@ memo_clear(Memo *m)
     memset(m, 0, sizeof(*m));
 }
 
+/* Whether a program can stand for its plan's steps: ATen's ops on the
+   devices aten.py checked (cpu 0, cuda 1), with a dtype it named or an
+   enabled flag of 0 or 1, giving the plan's result as run_program makes
+   it: the constant, or the value of a last is_enabled (result None) or
+   get_dtype (result a dict, the dtypes' names).  Anything else would run
+   something the steps do not mean (ATen throws on an unknown device, and
+   C++ exceptions end the process here). */
+static int
+program_fits(PyObject *program, PyObject *result)
+{
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(program);
+    Py_ssize_t n = PyBytes_GET_SIZE(program);
+    for (Py_ssize_t i = 0; i < n; i += 3) {
+        if (p[i] >= ATEN_OPS || p[i + 1] > 1
+                || (p[i] == ATEN_SET_DTYPE && (p[i + 2] >= ATEN_DTYPES
+                        || (aten.set_dtype != NULL && aten.dtype_names[p[i + 2]] == NULL)))
+                || (p[i] == ATEN_SET_ENABLED && p[i + 2] > 1))
+            return 0;
+    }
+    if (result == Py_None)
+        return p[n - 3] == ATEN_IS_ENABLED;
+    if (PyDict_Check(result))
+        return p[n - 3] == ATEN_GET_DTYPE;
+    return 1;
+}
+
 static int
 check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
            PyObject **program)
@@ -1704,6 +1730,11 @@ check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
     }
     if (*program == Py_None)
         *program = NULL;
+    else if (!program_fits(*program, PyTuple_GET_ITEM(plan, 1))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a command plan's program is not ATen calls that give its result");
+        return -1;
+    }
     *steps = PyTuple_GET_ITEM(plan, 0);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(*steps); i++) {
         PyObject *step = PyTuple_GET_ITEM(*steps, i);
@@ -3395,6 +3426,18 @@ bridge_at_python_exit(PyObject *module, PyObject *unused)
    taking the GIL: from now on this thread keeps the GIL, with its own
    thread state, whenever it is in Tcl, as tohil itself does (so other
    threads run Python only while this one does). */
+/* libc's exit, before libtorch's static objects go: programs stop.  A
+   thread that still runs Tcl then (a Python program's daemon thread in a
+   loop of commands: Python has finalized and exit does not wait for it)
+   would call clear_cache on a destroyed map; on the Python path it stops
+   at its next call, as every thread that comes back to a finalized Python
+   does. */
+static void
+stop_programs_at_exit(void)
+{
+    atomic_store(&aten_on, 0);
+}
+
 /* use_aten(functions, dtype_names): the five ATen functions' addresses,
    in the order of the ATEN_ ops, and dtype names by code (None where
    unnamed); from then on programs run.  use_aten(None) stops them, as for
@@ -3435,6 +3478,10 @@ bridge_use_aten(PyObject *module, PyObject *args)
         memcpy(&aten.clear_cache, &address[ATEN_CLEAR_CACHE], sizeof(void *));
         memcpy(&aten.is_enabled, &address[ATEN_IS_ENABLED], sizeof(void *));
         memcpy(&aten.get_dtype, &address[ATEN_GET_DTYPE], sizeof(void *));
+        /* libc runs exit handlers last registered first: clear_cache's map,
+           made on its first call, must be older than stop_programs_at_exit. */
+        aten.clear_cache();
+        atexit(stop_programs_at_exit);
     } else if (memcmp(&aten.set_dtype, &address[ATEN_SET_DTYPE], sizeof(void *)) != 0) {
         return PyErr_Format(PyExc_ValueError, "use_aten: another libtorch's functions");
     }
