@@ -1790,27 +1790,37 @@ memo_store(Command *cmd, int objc, Tcl_Obj *const objv[], PyObject *steps,
 static int
 run_program(Tcl_Interp *interp, Memo *m)
 {
-    int value = -1;
-    for (int i = 0; i + 2 < m->program_len; i += 3) {
-        signed char device = (signed char)m->program[i + 1];
-        switch (m->program[i]) {
-        case ATEN_SET_DTYPE:   aten.set_dtype(device, (signed char)m->program[i + 2]); break;
-        case ATEN_SET_ENABLED: aten.set_enabled(device, m->program[i + 2] != 0); break;
+    /* copies: nothing here runs Tcl, but the slot is not ours to trust
+       across ATen's calls */
+    unsigned char program[PROGRAM_MAX];
+    int len = m->program_len, value = -1;
+    memcpy(program, m->program, len);
+    Tcl_Obj *constant = m->constant;
+    if (constant) Tcl_IncrRefCount(constant);
+    for (int i = 0; i + 2 < len; i += 3) {
+        signed char device = (signed char)program[i + 1];
+        switch (program[i]) {
+        case ATEN_SET_DTYPE:   aten.set_dtype(device, (signed char)program[i + 2]); break;
+        case ATEN_SET_ENABLED: aten.set_enabled(device, program[i + 2] != 0); break;
         case ATEN_CLEAR_CACHE: aten.clear_cache(); break;
         case ATEN_IS_ENABLED:  value = aten.is_enabled(device); break;
         case ATEN_GET_DTYPE:
             value = aten.get_dtype(device);
-            if (value < 0 || value >= ATEN_DTYPES || aten.dtype_names[value] == NULL)
+            if (value < 0 || value >= ATEN_DTYPES || aten.dtype_names[value] == NULL) {
+                if (constant) Tcl_DecrRefCount(constant);
                 return 0;       /* a dtype aten.py did not name: Python names it */
+            }
             break;
         }
     }
-    if (m->constant != NULL)
-        Tcl_SetObjResult(interp, m->constant);
-    else if (m->program[m->program_len - 3] == ATEN_IS_ENABLED)
+    if (constant != NULL) {
+        Tcl_SetObjResult(interp, constant);
+        Tcl_DecrRefCount(constant);
+    } else if (program[len - 3] == ATEN_IS_ENABLED) {
         Tcl_SetObjResult(interp, Tcl_NewIntObj(value));     /* as to_tcl gives a bool */
-    else
+    } else {
         Tcl_SetObjResult(interp, Tcl_NewStringObj(aten.dtype_names[value], -1));
+    }
     return 1;
 }
 
@@ -3422,10 +3432,6 @@ bridge_at_python_exit(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* tohil, loaded into a Tcl interpreter of this thread, runs Python without
-   taking the GIL: from now on this thread keeps the GIL, with its own
-   thread state, whenever it is in Tcl, as tohil itself does (so other
-   threads run Python only while this one does). */
 /* libc's exit, before libtorch's static objects go: programs stop.  A
    thread that still runs Tcl then (a Python program's daemon thread in a
    loop of commands: Python has finalized and exit does not wait for it)
@@ -3489,6 +3495,10 @@ bridge_use_aten(PyObject *module, PyObject *args)
     Py_RETURN_TRUE;
 }
 
+/* tohil, loaded into a Tcl interpreter of this thread, runs Python without
+   taking the GIL: from now on this thread keeps the GIL, with its own
+   thread state, whenever it is in Tcl, as tohil itself does (so other
+   threads run Python only while this one does). */
 static PyObject *
 bridge_keep_gil(PyObject *module, PyObject *unused)
 {
