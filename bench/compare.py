@@ -98,7 +98,10 @@ def text():
 
 # A function that returns None gives "" in tclamp and "None" in _tkinter.
 NOTHING = ("", "None")
-MAIN_NAMES = {"f": f, "obj": Thing(), "text": text}
+# tohil loses a reference to a builtin it calls by name, every call (after
+# some thousands `len` is freed and the process crashes), so its `len` is
+# found in __main__ instead: the same function.
+MAIN_NAMES = {"f": f, "obj": Thing(), "text": text, "main_len": len}
 
 
 def tkinter_eval(source):
@@ -252,7 +255,7 @@ def operations(tohil):
         Operation("Python function as a Tcl command, `f a b`", NOTHING,
                   **tcl("direct_f a b", "f a b", None, "direct_f a b")),
         Operation("1 MiB ASCII string, Tcl -> Python (`py call len $s`)", MIB,
-                  **tcl("py call len $s", "len $s", "direct_len $s", "tohil::call len $s")),
+                  **tcl("py call len $s", "len $s", "direct_len $s", "tohil::call main_len $s")),
         Operation("1 Mi-char non-ASCII string, Python -> Tcl, then `string length` (from Tcl)",
                   MIB, **tcl("string length [py call text]", "string length [text]",
                               "string length [direct_text]", "string length [tohil::call text]")),
@@ -521,7 +524,9 @@ Each bridge's own form of a result: tclamp `str` by default; _tkinter Python
 values (`wantobjects`: a tuple of int for a list); tohil its `tclobj`, which
 converts nothing until asked (`to=str`, or `to=list`, a list of str, where a
 row needs Python values). tohil has no object handles: that row has no tohil
-figure.
+figure. tohil calls `main_len`, `len` bound in `__main__`: called by its
+builtin name, tohil drops a reference to `len` on every call, and after some
+thousands of calls the process crashes (tohil 4.4.2, alone in a process too).
 
 ### The 1 Mi-character round trip, whichever library ran it first
 
