@@ -12,8 +12,8 @@ repository): its src/amp_precision.cpp, with its src/libtorchtcl.h, and
 a small init written here that registers its four autocast command
 procedures as ::tclibtorch::autocast_* (::torch:: is tclamp's):
 
-    python bench/native.py --tclibtorch ~/TCLIBTORCH /var/tmp/tclibtorch-build
-    python bench/run.py --tclibtorch /var/tmp/tclibtorch-build/tclibtorch_autocast.so
+    python bench/native.py --tclibtorch ~/TCLIBTORCH build/tclibtorch
+    python bench/run.py --tclibtorch build/tclibtorch/tclibtorch_autocast.so
 """
 import hashlib
 import shlex

@@ -34,11 +34,11 @@ with g++, against the headers of the venv's torch, into bench/build/). TCLIBTORC
 is measured only from a library you build from its checkout (none of its code is
 in this repository): `git clone https://github.com/vicmay/TCLIBTORCH` (measured
 so far: its commit 01e225c), then
-`.venv/bin/python bench/native.py --tclibtorch TCLIBTORCH /var/tmp/tclibtorch-build`
+`.venv/bin/python bench/native.py --tclibtorch TCLIBTORCH build/tclibtorch`
 (its src/amp_precision.cpp unchanged, with an init of ours that registers its
 four autocast command procedures as `tclibtorch::autocast_*`; its CMakeLists.txt
 builds all of TCLIBTORCH against a CUDA libtorch, which this machine lacks), and
-`.venv/bin/python bench/run.py --tclibtorch /var/tmp/tclibtorch-build/tclibtorch_autocast.so`.
+`.venv/bin/python bench/run.py --tclibtorch build/tclibtorch/tclibtorch_autocast.so`.
 """
 
 
