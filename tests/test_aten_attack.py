@@ -13,6 +13,7 @@ import pytest
 
 from conftest import needs_tkinters_tcl
 from processes import assert_clean, assert_no_crash, python, tclsh
+from test_aten_path import WEIGHT
 from test_tohil import run as run_with_tohil, tohil  # noqa: F401  (the fixture)
 
 # Python's view of both devices' autocast state, for the scripts.
@@ -672,17 +673,7 @@ def test_another_threads_commands_clear_the_weight_cache(path, tmp_path):
         package require Thread
         package require tclamp
         if {{"{path}" eq "python"}} {{ py exec {{import tclamp.aten; tclamp.aten.use(False)}} }}
-        py exec {{
-import torch
-w = torch.nn.Parameter(torch.ones(2, 2))
-x = torch.ones(2, 2)
-def product():
-    return (w @ x)[0, 0].item()
-def bump():
-    with torch.no_grad():
-        w.add_(1)
-}}
-        set worker [thread::create [list apply {{{{path}} {{
+{WEIGHT}        set worker [thread::create [list apply {{{{path}} {{
             set ::auto_path $path
             package require tclamp
             thread::wait

@@ -53,6 +53,22 @@ foreach script [py eval {__import__('json').loads(open('calls.json').read())}] {
 """
 
 
+# A weight, a matmul that casts it (cached inside a caching block), and an
+# in-place update of it, as an optimizer step makes.
+WEIGHT = """\
+        py exec {
+import torch
+w = torch.nn.Parameter(torch.ones(2, 2))
+x = torch.ones(2, 2)
+def product():
+    return (w @ x)[0, 0].item()
+def bump():
+    with torch.no_grad():
+        w.add_(1)
+}
+"""
+
+
 def test_the_path_is_on(tmp_path):
     """On the stacks we claim (Linux, torch 2.4 to 2.13) the functions are
     found and check out: if that detection broke, this fails, rather than
@@ -132,16 +148,7 @@ def test_cache_cleared_on_every_call(tmp_path):
     weight, a matmul inside a caching block sees the new weight."""
     r = tclsh(tmp_path, """\
         package require tclamp
-        py exec {
-import torch
-w = torch.nn.Parameter(torch.ones(2, 2))
-x = torch.ones(2, 2)
-def product():
-    return (w @ x)[0, 0].item()
-def bump():
-    with torch.no_grad():
-        w.add_(1)
-}
+""" + WEIGHT + """\
         set seen {}
         torch::autocast -device cpu -dtype bfloat16 {
             foreach script {
