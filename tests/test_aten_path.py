@@ -210,12 +210,23 @@ def test_each_thread_its_own_state(tmp_path):
 
 def test_runs_while_another_thread_holds_the_gil(tmp_path):
     """A repeated command enters no Python: a Tcl thread calling for 0.8 s
-    finishes while the main thread holds the GIL for 1.5 s (in a C call
-    that never lets it go); with the path off, the same calls wait for it."""
+    finishes while a Python thread holds the GIL for 2 s (in a C call that
+    never lets it go), at least 0.5 s before it lets go; with the path off,
+    the same calls wait for it.
+    The holder takes the GIL before the calls start, so that their own
+    taking and giving it back cannot keep it from the holder."""
     r = tclsh(tmp_path, """\
         package require Thread
         package require tclamp
-        py exec {import ctypes, time, tclamp.aten; libc = ctypes.PyDLL(None)}
+        py exec {
+            import ctypes, threading, time, tclamp.aten
+            libc = ctypes.PyDLL(None)
+            def hold():
+                global held_until
+                time.sleep(0.05);   # lets start() return to the main thread
+                libc.usleep(2000000)
+                held_until = time.time() * 1000
+        }
         set worker [thread::create [list apply {{path} {
             set ::auto_path $path
             package require tclamp
@@ -227,18 +238,17 @@ def test_runs_while_another_thread_holds_the_gil(tmp_path):
                 }
                 clock milliseconds
             }
-            calls 0;    # plans them, in Python
+            calls 50;   # plans them, in Python
             thread::wait
         }} $auto_path]]
         foreach on {True False} {
-            py exec "tclamp.aten.use($on)"
+            py exec "tclamp.aten.use($on); holder = threading.Thread(target=hold); holder.start()"
+            after 150;                                  # the holder is in usleep
             unset -nocomplain done
             thread::send -async $worker calls done;     # calls for 0.8 s
-            after 100
-            py exec {libc.usleep(1500000)};             # holds the GIL 1.5 s
-            set back [clock milliseconds]
             while {![info exists done]} { vwait done }
-            puts [expr {$done < $back ? "before" : "after"}]
+            py exec {holder.join()}
+            puts [expr {$done < [py eval held_until] - 500 ? "before" : "after"}]
         }
         """, timeout=120)
     assert_clean(r)
