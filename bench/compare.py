@@ -242,6 +242,10 @@ def operations(tohil):
 
     ops = [
         Operation("`py call f`", NOTHING, **tcl("py call f", "f", "direct_f", "tohil::call f")),
+        # The command `py call` dispatches to, called by its name: the same
+        # call without Tcl's ensemble dispatch (docs/py.md, "What the bridge
+        # keeps").
+        Operation("`::py::call f`", NOTHING, **tcl("::py::call f", "f", "direct_f", "tohil::call f")),
         Operation("`py call f a b`", NOTHING, floor_limit=1.5,
                   **tcl("py call f a b", "f a b", "direct_f a b", "tohil::call f a b")),
         Operation("`py call obj.method a`", NOTHING,
