@@ -223,7 +223,7 @@ def test_runs_while_another_thread_holds_the_gil(tmp_path):
             libc = ctypes.PyDLL(None)
             def hold():
                 global held_until
-                time.sleep(0.05);   # lets start() return to the main thread
+                time.sleep(0.05)    # lets start() return to the main thread
                 libc.usleep(2000000)
                 held_until = time.time() * 1000
         }
