@@ -301,7 +301,7 @@ def test_threads_and_a_pool_while_python_runs_and_the_path_toggles(tmp_path):
         package require Thread
         package require tclamp
         set body {
-            set ::auto_path [lindex $argv 0]
+            set ::auto_path $path
             package require tclamp
             proc work {dtype dev n} {
                 set bad 0
@@ -321,7 +321,7 @@ def test_threads_and_a_pool_while_python_runs_and_the_path_toggles(tmp_path):
         }
         set threads {}
         foreach dtype {float16 bfloat16 float32 float16} dev {cpu cuda cpu cuda} {
-            set t [thread::create -joinable [string map [list {[lindex $argv 0]} [list $auto_path]] $body]]
+            set t [thread::create -joinable [list apply [list path $body] $auto_path]]
             lappend threads $t
             thread::send -async $t [list work $dtype $dev 20000] result($t)
         }
@@ -380,7 +380,7 @@ def test_threads_with_child_interpreters_that_come_and_go(tmp_path):
         package require Thread
         package require tclamp
         set body {
-            set ::auto_path [lindex $argv 0]
+            set ::auto_path $path
             package require tclamp
             proc work {n ending} {
                 set bad 0
@@ -407,7 +407,7 @@ def test_threads_with_child_interpreters_that_come_and_go(tmp_path):
         }
         set threads {}
         foreach ending {return exit return exit} {
-            set t [thread::create [string map [list {[lindex $argv 0]} [list $auto_path]] $body]]
+            set t [thread::create [list apply [list path $body] $auto_path]]
             lappend threads $t
             thread::send -async $t [list work 10 $ending] result($t)
         }

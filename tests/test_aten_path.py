@@ -177,7 +177,7 @@ def test_each_thread_its_own_state(tmp_path):
         package require Thread
         package require tclamp
         set body {
-            set ::auto_path [lindex $argv 0]
+            set ::auto_path $path
             package require tclamp
             proc work {dtype n} {
                 for {set i 0} {$i < $n} {incr i} {
@@ -193,7 +193,7 @@ def test_each_thread_its_own_state(tmp_path):
         }
         set threads {}
         foreach dtype {float16 bfloat16 float32 float16} {
-            set t [thread::create -joinable [string map [list {[lindex $argv 0]} [list $auto_path]] $body]]
+            set t [thread::create -joinable [list apply [list path $body] $auto_path]]
             lappend threads $t
             thread::send -async $t [list work $dtype 20000] result($t)
         }
