@@ -253,3 +253,15 @@ def test_runs_while_another_thread_holds_the_gil(tmp_path):
         """, timeout=120)
     assert_clean(r)
     assert r.stdout.split() == ["before", "after"]
+
+
+def test_start_keeps_the_python_path_when_dtypes_do_not_read_back(monkeypatch):
+    """aten.start: where ATen's getter reads back none of torch's dtypes, or
+    not the three the commands set, the bridge stays on the Python path
+    (start gives None), and importing tclamp does not fail."""
+    import torch
+    from tclamp import aten
+    monkeypatch.setattr(aten, "read_dtype_codes", lambda get_dtype: {})
+    assert aten.start() == (None, None)
+    monkeypatch.setattr(aten, "read_dtype_codes", lambda get_dtype: {torch.float16: 5})
+    assert aten.start() == (None, None)

@@ -110,8 +110,8 @@ def start():
         return None, None
     codes = read_dtype_codes(functions[4])
     names = {code: str(dtype).removeprefix("torch.") for dtype, code in codes.items()}
-    if len(names) != len(codes) or not 0 <= min(names) <= max(names) < 64 \
-            or not {torch.float16, torch.bfloat16, torch.float32} <= codes.keys() \
+    if not {torch.float16, torch.bfloat16, torch.float32} <= codes.keys() \
+            or len(names) != len(codes) or not 0 <= min(names) <= max(names) < 64 \
             or not agrees(functions, codes):
         return None, None
     return ((tuple(ctypes.cast(f, ctypes.c_void_p).value for f in functions),
