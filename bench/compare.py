@@ -15,6 +15,8 @@ same conditions.
   as a direct Tcl command (Interp.create_command).
 - Python host: Interp.eval/call against tk.eval/call and tohil.eval/call,
   timed by timeit.
+- Ensemble: what Tcl's dispatch through a namespace ensemble costs with no
+  Python in it, beside what `py call f` costs over `::py::call f`.
 - Order: the 1 Mi-character round trip in new processes, where each library
   in turn runs it first, then each is timed in a run of its own; a figure
   that depends on what ran before (malloc's state) shows as a spread
@@ -404,6 +406,43 @@ def how_measured(ops):
 
 
 # ---------------------------------------------------------------------------
+# What `py call` pays that `::py::call` does not: Tcl's dispatch through a
+# namespace ensemble, timed with no Python in it (a C command of Tcl's own,
+# without a compiler, reached through an ensemble and by its name).
+
+ENSEMBLE_ALONE = {"through an ensemble": "bench_ensemble abs 1",
+                  "by its name": "::tcl::mathfunc::abs 1"}
+
+
+def measure_ensemble(rounds, seconds):
+    interp = tclamp.Interp()
+    interp.eval("namespace ensemble create -command ::bench_ensemble"
+                " -map {abs ::tcl::mathfunc::abs}")
+    plan = []
+    for name, script in ENSEMBLE_ALONE.items():
+        timer = TclTimer(interp.eval, script)
+        if timer.result() != "1":
+            sys.exit(f"{script}: returned {timer.result()!r}")
+        plan.append((name, timer, calibrate(timer, seconds / SLICES)))
+    samples = {}
+    for r in range(rounds):
+        take_turns(plan, r, samples)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def ensemble_lines(ops, alone):
+    by_label = {op.label: op for op in ops}
+    through, named = (statistics.median(by_label[label].samples["tclamp"])
+                      for label in ("`py call f`", "`::py::call f`"))
+    ensemble, direct = alone["through an ensemble"], alone["by its name"]
+    return (f"| `{ENSEMBLE_ALONE['through an ensemble']}` against "
+            f"`{ENSEMBLE_ALONE['by its name']}` (Tcl alone) | {ensemble:,.0f} | {direct:,.0f} "
+            f"| {ensemble - direct:,.0f} |\n"
+            f"| `py call f` against `::py::call f` (the table above) | {through:,.0f} "
+            f"| {named:,.0f} | {through - named:,.0f} |")
+
+
+# ---------------------------------------------------------------------------
 # The round trip in new processes, each library running it first in turn.
 
 ORDER_WARM_UP = 5       # round trips each library runs, in the order, before timing
@@ -497,6 +536,7 @@ def main():
     ops, versions = operations(tohil)
     load_before = load_average()
     measure(ops, rounds, seconds)
+    alone = measure_ensemble(rounds, seconds)
     rows, met, total = table(ops)
     names = ["tclamp", "_tkinter"] + (["tohil"] if tohil else [])
     order_rows, order_met, order_total = order_table(measure_orders(names, rounds))
@@ -531,6 +571,18 @@ row needs Python values). tohil has no object handles: that row has no tohil
 figure. tohil calls `main_len`, `len` bound in `__main__`: called by its
 builtin name, tohil drops a reference to `len` on every call, and after some
 thousands of calls the process crashes (tohil 4.4.2, alone in a process too).
+
+### What the ensemble costs
+
+`py` is a namespace ensemble, and Tcl runs a call through an ensemble twice:
+it copies the words into a new list and dispatches the command it maps to.
+Tcl compiles that into one dispatch only for an ensemble marked by a private
+flag, and tclamp uses public Tcl API only. The same {rounds} rounds, with no
+Python in the first row:
+
+| call | through the ensemble ns | by the command's name ns | difference ns |
+|---|---|---|---|
+{ensemble_lines(ops, alone)}
 
 ### The 1 Mi-character round trip, whichever library ran it first
 
