@@ -448,10 +448,10 @@ def ensemble_lines(ops, alone):
 
 
 # ---------------------------------------------------------------------------
-# The round trip in new processes, each library running it first in turn.
+# Rows of the main table in new processes, each library running first in turn.
 
-ORDER_WARM_UP = 5       # round trips each library runs, in the order, before timing
-ORDER_CALLS = 20        # round trips of each library's one timed run
+ORDER_WARM_UP = 5       # calls each library makes, in the order, before timing
+ORDER_CALLS = 20        # calls of each library's one timed run
 ORDER_SPREAD = 1.1      # tclamp's slowest order against its fastest, at most
 
 
