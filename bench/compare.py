@@ -423,16 +423,11 @@ def measure_ensemble(rounds, seconds):
     interp = tclamp.Interp()
     interp.eval("namespace ensemble create -command ::bench_ensemble"
                 " -map {abs ::tcl::mathfunc::abs}")
-    plan = []
-    for name, script in ENSEMBLE_ALONE.items():
-        timer = TclTimer(interp.eval, script)
-        if timer.result() != "1":
-            sys.exit(f"{script}: returned {timer.result()!r}")
-        plan.append((name, timer, calibrate(timer, seconds / SLICES)))
-    samples = {}
-    for r in range(rounds):
-        take_turns(plan, r, samples)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    through, named = (TclTimer(interp.eval, script) for script in ENSEMBLE_ALONE.values())
+    op = Operation("Tcl alone: an ensemble", 1, tclamp=through, peers={"by its name": named})
+    measure([op], rounds, seconds)
+    return {"through an ensemble": statistics.median(op.samples["tclamp"]),
+            "by its name": statistics.median(op.samples["by its name"])}
 
 
 def ensemble_lines(ops, alone):
