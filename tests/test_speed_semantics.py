@@ -369,3 +369,52 @@ def test_many_short_sources_do_not_leak_code(interp):
     # At most what the per-interpreter cache holds (128 each for eval and exec).
     assert after - before <= 260, (before, after)
     assert sys.getrefcount(interp) >= 2
+
+
+class Recorder:
+    def method(self, *args):
+        return repr(args)
+
+
+# Every way a Tcl command's words become the arguments of a Python call; the
+# first few words sit on the C stack, more take an allocation.
+CALL_PATHS = {
+    "command": ("recorded {*}$words", False),
+    "handle method": ("$h method {*}$words", False),
+    "py call name": ("py call recorded {*}$words", True),
+    "py call obj.method": ("py call recorder.method {*}$words", True),
+    "py call handle": ("py call $f {*}$words", True),
+    "py call -kwlist": ("py call -kwlist {} recorded {*}$words", True),
+}
+
+
+@pytest.mark.parametrize("path", list(CALL_PATHS))
+def test_call_arguments_of_every_count(interp, path):
+    script, none_word = CALL_PATHS[path]
+    recorder = Recorder()
+    __main__.recorder, __main__.recorded = recorder, recorder.method
+    interp.create_command("recorded", recorder.method)
+    interp.eval("set h [py eval recorder]; set f [py eval recorded]")
+    other = tclamp.Interp()
+    foreign = other.eval("py eval recorder")
+    assert interp.eval(f"info exists {foreign}") == "0" and foreign != interp.eval("set h")
+    for n in (0, 1, 8, 9, 10, 40):
+        words = [f"w{i}" for i in range(n)]
+        if n >= 9:
+            words[8] = "::py::None"
+        interp.call("set", "words", words)
+        expected = tuple(None if w == "::py::None" and none_word else w for w in words)
+        assert interp.eval(script) == repr(expected), (path, n)
+    # A word that cannot be converted, after some that were: the error, and
+    # nothing kept of the words converted before it.
+    interp.eval("set words [list $h]")
+    interp.eval(script)
+    held = sys.getrefcount(recorder)
+    for n in (3, 12):
+        interp.call("set", "words", ["x"] * n)
+        interp.eval(f"lset words 0 $h; lset words {n - 1} {foreign}")
+        with pytest.raises(ValueError) as info:
+            interp.eval(script)
+        assert str(info.value) == f'py object handle "{foreign}" belongs to another interpreter'
+    assert sys.getrefcount(recorder) == held
+    del __main__.recorder, __main__.recorded

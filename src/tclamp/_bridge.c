@@ -1042,21 +1042,65 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
     return str_from_tcl(obj);
 }
 
+#define CALL_STACK_ARGS 8       /* arguments converted without an allocation */
+#define NONE_WORD "::py::None"    /* py call's default -nonevalue */
+
+/* An argument of py call that is the None word is None (tohil's rule). */
 static PyObject *
-args_to_python(InterpState *owner, int objc, Tcl_Obj *const objv[], int *any_handle)
+none_if_none_word(PyObject *arg)
 {
-    PyObject *args = PyTuple_New(objc);
-    if (args == NULL)
-        return NULL;
-    for (int i = 0; i < objc; i++) {
-        PyObject *a = arg_to_python(owner, objv[i], any_handle);
-        if (a == NULL) {
-            Py_DECREF(args);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(args, i, a);
+    if (arg != NULL && PyUnicode_Check(arg)
+            && PyUnicode_GET_LENGTH(arg) == (Py_ssize_t)sizeof(NONE_WORD) - 1
+            && PyUnicode_CompareWithASCIIString(arg, NONE_WORD) == 0)
+        Py_SETREF(arg, Py_NewRef(Py_None));
+    return arg;
+}
+
+/* A command's words as the arguments of a vectorcall, on the C stack when
+   there are few: no tuple to make and unpack.  slot[2 ..] holds them;
+   slot[0] and slot[1] are free for the call (PY_VECTORCALL_ARGUMENTS_OFFSET,
+   or a method's object). */
+typedef struct {
+    PyObject *stack[CALL_STACK_ARGS + 2];
+    PyObject **slot;
+    Py_ssize_t n;               /* converted so far */
+} CallArgs;
+
+/* -1 with a Python error; call_args_release in either case. */
+static int
+call_args_fill(CallArgs *a, InterpState *owner, int objc, Tcl_Obj *const objv[],
+               int *any_handle, int none_words)
+{
+    a->n = 0;
+    a->slot = objc <= CALL_STACK_ARGS ? a->stack : PyMem_New(PyObject *, (size_t)objc + 2);
+    if (a->slot == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
-    return args;
+    for (; a->n < objc; a->n++) {
+        PyObject *v = arg_to_python(owner, objv[a->n], any_handle);
+        if ((a->slot[a->n + 2] = none_words ? none_if_none_word(v) : v) == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+call_args_call(CallArgs *a, PyObject *callable)
+{
+    return PyObject_Vectorcall(callable, a->slot + 2,
+                               (size_t)a->n | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+static void
+call_args_release(CallArgs *a)
+{
+    if (a->slot == NULL)
+        return;
+    while (a->n > 0)
+        Py_DECREF(a->slot[1 + a->n--]);
+    if (a->slot != a->stack)
+        PyMem_Free(a->slot);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1346,9 +1390,10 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     PyObject *value = NULL;
     if (attr != NULL) {
         if (PyCallable_Check(attr)) {
-            PyObject *args = args_to_python(h->owner, objc - 2, objv + 2, NULL);
-            value = args ? PyObject_Call(attr, args, NULL) : NULL;
-            Py_XDECREF(args);
+            CallArgs args;
+            if (call_args_fill(&args, h->owner, objc - 2, objv + 2, NULL, 0) == 0)
+                value = call_args_call(&args, attr);
+            call_args_release(&args);
         } else if (objc == 2) {
             value = Py_NewRef(attr);        /* a plain attribute: read it */
         } else {
@@ -1914,9 +1959,10 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         }
     }
     int any_handle = 0;
-    PyObject *args = args_to_python(cmd->owner, objc - 1, objv + 1, &any_handle);
-    PyObject *value = args ? PyObject_Call(cmd->callable, args, NULL) : NULL;
-    Py_XDECREF(args);
+    CallArgs args;
+    PyObject *value = call_args_fill(&args, cmd->owner, objc - 1, objv + 1, &any_handle, 0) == 0
+        ? call_args_call(&args, cmd->callable) : NULL;
+    call_args_release(&args);
     if (value == NULL) {
         rc = report_python_error(cmd->owner, interp);
     } else if (!cmd->planned) {
@@ -1998,7 +2044,6 @@ static const char *const run_modes[] = {"eval", "exec"};
 static const char *const run_filenames[] = {"<py eval>", "<py exec>"};
 static const char *const run_usages[] = {"py eval expression", "py exec code"};
 #define CACHE_MAX_CHARS 16384   /* longer scripts and sources are not kept in the dicts */
-#define CALL_STACK_ARGS 8       /* arguments converted without an allocation */
 
 static PyObject *main_name;     /* "__main__", interned (set up by the module's init) */
 static PyObject *builtins_name; /* "__builtins__", interned */
@@ -2291,14 +2336,11 @@ look_up_first(PyObject *first)
     return found;
 }
 
-/* Calls what the dotted name `parts` names with args[2 .. nargs+1]; args[0]
-   and args[1] are free for the call to use.  `word` is the name as Tcl
-   holds it, for bridge.resolve. */
+/* Calls what the dotted name `parts` names with `args`.  `word` is the
+   name as Tcl holds it, for bridge.resolve. */
 static PyObject *
-call_name(Command *cmd, Tcl_Obj *word, PyObject *parts, PyObject **args, Py_ssize_t nargs)
+call_name(Command *cmd, Tcl_Obj *word, PyObject *parts, CallArgs *args)
 {
-    PyObject *const *call_args = args + 2;
-    size_t nargsf = (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET;
     Py_ssize_t last = PyTuple_GET_SIZE(parts) - 1;
     PyObject *obj = look_up_first(PyTuple_GET_ITEM(parts, 0));
     if (obj == NULL) {
@@ -2308,7 +2350,7 @@ call_name(Command *cmd, Tcl_Obj *word, PyObject *parts, PyObject **args, Py_ssiz
         PyObject *name = str_from_tcl(word);
         PyObject *function = name ? PyObject_CallOneArg(cmd->callable, name) : NULL;
         Py_XDECREF(name);
-        PyObject *value = function ? PyObject_Vectorcall(function, call_args, nargsf, NULL) : NULL;
+        PyObject *value = function ? call_args_call(args, function) : NULL;
         Py_XDECREF(function);
         return value;
     }
@@ -2318,27 +2360,15 @@ call_name(Command *cmd, Tcl_Obj *word, PyObject *parts, PyObject **args, Py_ssiz
         return NULL;
     PyObject *value;
     if (last > 0) {             /* obj.name(args), without making a bound method */
-        args[1] = obj;
-        value = PyObject_VectorcallMethod(PyTuple_GET_ITEM(parts, last), args + 1, nargsf + 1,
+        args->slot[1] = obj;
+        value = PyObject_VectorcallMethod(PyTuple_GET_ITEM(parts, last), args->slot + 1,
+                                          (size_t)(args->n + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                           NULL);
     } else {
-        value = PyObject_Vectorcall(obj, call_args, nargsf, NULL);
+        value = call_args_call(args, obj);
     }
     Py_DECREF(obj);
     return value;
-}
-
-#define NONE_WORD "::py::None"    /* py call's default -nonevalue */
-
-/* An argument of py call that is the None word is None (tohil's rule). */
-static PyObject *
-none_if_none_word(PyObject *arg)
-{
-    if (arg != NULL && PyUnicode_Check(arg)
-            && PyUnicode_GET_LENGTH(arg) == (Py_ssize_t)sizeof(NONE_WORD) - 1
-            && PyUnicode_CompareWithASCIIString(arg, NONE_WORD) == 0)
-        Py_SETREF(arg, Py_NewRef(Py_None));
-    return arg;
 }
 
 /* py call -kwlist ... (a first word that starts with "-", which no Python
@@ -2349,9 +2379,13 @@ call_with_options(Command *cmd, int objc, Tcl_Obj *const objv[])
     PyObject *bridge = PyImport_ImportModule("tclamp.bridge");
     PyObject *function = bridge ? PyObject_GetAttrString(bridge, "call_with_options") : NULL;
     Py_XDECREF(bridge);
-    PyObject *args = function ? args_to_python(cmd->owner, objc - 1, objv + 1, NULL) : NULL;
-    PyObject *value = args ? PyObject_Call(function, args, NULL) : NULL;
-    Py_XDECREF(args);
+    PyObject *value = NULL;
+    if (function != NULL) {
+        CallArgs args;
+        if (call_args_fill(&args, cmd->owner, objc - 1, objv + 1, NULL, 0) == 0)
+            value = call_args_call(&args, function);
+        call_args_release(&args);
+    }
     Py_XDECREF(function);
     return value;
 }
@@ -2380,30 +2414,14 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
         parts = name_parts(objv[1], target);
         Py_CLEAR(target);
     }
-    Py_ssize_t nargs = objc - 2, converted = 0;
-    PyObject *stack[CALL_STACK_ARGS + 2], **args = stack;
-    if (nargs > CALL_STACK_ARGS && (args = PyMem_New(PyObject *, nargs + 2)) == NULL)
-        PyErr_NoMemory();
-    if (args != NULL && (parts != NULL || target != NULL)) {
-        for (; converted < nargs; converted++) {
-            args[converted + 2] = none_if_none_word(
-                arg_to_python(cmd->owner, objv[converted + 2], NULL));
-            if (args[converted + 2] == NULL)
-                break;
-        }
-    }
     PyObject *value = NULL;
-    if (converted == nargs && parts != NULL)
-        value = call_name(cmd, objv[1], parts, args, nargs);
-    else if (converted == nargs && target != NULL)
-        value = PyObject_Vectorcall(target, args + 2,
-                                    (size_t)nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    CallArgs args = {.slot = NULL};
+    if ((parts != NULL || target != NULL)
+            && call_args_fill(&args, cmd->owner, objc - 2, objv + 2, NULL, 1) == 0)
+        value = parts ? call_name(cmd, objv[1], parts, &args) : call_args_call(&args, target);
+    call_args_release(&args);
     Py_XDECREF(parts);
     Py_XDECREF(target);
-    while (converted-- > 0)
-        Py_DECREF(args[converted + 2]);
-    if (args != stack)
-        PyMem_Free(args);
     return py_command_done(cmd, interp, value, &e);
 }
 
