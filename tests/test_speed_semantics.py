@@ -17,9 +17,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tclamp
-from conftest import tcl_length
+from conftest import TCL9, tcl_length
 from tclamp import TclError
 
 import __main__
@@ -151,11 +153,12 @@ def test_long_text_with_one_special_character(interp, special, at):
 
 
 # Texts whose characters take 1, 2 and 3 bytes of UTF-8 (and NUL, 2 in
-# Tcl's), in every position of the bridge's blocks of four characters.
+# Tcl's), in every position of the bridge's blocks of four and of eight
+# characters, and in the rest after the last block.
 MIXED = ["", "é", "\0", "aé", "\u00ff\0", "€", "a\0é€", "añé€жю中文", "\x7f\x80\u07ff\u0800\uffff"]
-MIXED += ["ab\0" * n + "é" * m for n in range(4) for m in range(6)]
-MIXED += ["x" * n + "\0" + "é" * (9 - n) for n in range(10)]
-MIXED += ["中" * n + "\0" + "ÿ" * (9 - n) for n in range(10)]
+MIXED += ["ab\0" * n + "é" * m for n in range(6) for m in range(10)]
+MIXED += ["x" * n + "\0" + "é" * (17 - n) for n in range(18)]
+MIXED += ["中" * n + "\0" + "ÿ" * (17 - n) for n in range(18)]
 
 
 @pytest.mark.parametrize("text", MIXED + [("añé€жю中文" * 40000)[:300001], "é" * 70001])
@@ -179,6 +182,31 @@ def test_utf8_written_by_the_bridge_is_tcls_own(interp, text):
     interp.eval("append ours Ω")
     assert interp.call("set", "ours") == text + "Ω"
     assert interp.call("py", "call", "str", text, result=str) == text
+
+
+# Characters at each edge of the UTF-8 sizes (and NUL, and surrogates, which
+# Tcl writes itself), for texts of one- and two-byte characters.
+EDGES = "a\x7f\0\x80\xff\u0100\u07ff\u0800中\ud7ff\ud800\udbff\udc00\udfff\ue000\uffff"
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(alphabet=st.sampled_from(EDGES), max_size=70)
+       | st.text(alphabet=st.sampled_from("a\0\x80\xff"), max_size=70))
+def test_utf8_of_any_text_is_tcls_own(interp, text):
+    """The property behind the cases above, on random texts: whatever the
+    bridge writes (or leaves to Tcl), Tcl holds the same bytes as for its
+    own copy, and the text comes back (Tcl 8.6 joins a surrogate pair).
+    Tcl's copy is made from the code units (`string range` gives a value
+    with no text yet), not reversed twice, which would swap a low and a
+    high surrogate that meet in the middle."""
+    interp.call("set", "v", text)
+    interp.eval("set theirs [string range $v 0 end]")
+    assert interp.eval("list [dict exists [dict create $theirs 1] $v] [string length $v]"
+                       " [expr {[string bytelength $v] == [string bytelength $theirs]}]") == \
+        f"1 {tcl_length(text)} 1"
+    if not TCL9:
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    assert interp.call("set", "v") == text
 
 
 PORTABLE_CHECK = """
@@ -223,7 +251,7 @@ def test_portable_utf8_writer(tmp_path):
         return subprocess.run(["nm", str(library)], capture_output=True, text=True,
                               check=True).stdout
     assert "utf8_packed" not in symbols(built)
-    if platform.machine() == "x86_64":     # the usual build has the SSSE3 writer
+    if platform.machine() == "x86_64":     # the usual build has the AVX2 writer
         assert "utf8_packed" in symbols(tclamp._bridge.__file__)
     texts = MIXED + [("añé€жю中文" * 40000)[:300001], "é" * 70001, "x\udc80y" * 100]
     (tmp_path / "texts.json").write_text(json.dumps(texts))
@@ -237,11 +265,21 @@ def test_portable_utf8_writer(tmp_path):
     assert result.stdout.split() == ["checked", str(len(texts))]
 
 
-@pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "é\ud83d", "\U0001F600é\0", "é" * 10 + "\udc80"])
+@pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "é\ud83d", "\U0001F600é\0", "é" * 10 + "\udc80",
+                                  "\udc80" + "é" * 15, "é" * 5 + "\ud800" + "é" * 10,
+                                  "é" * 15 + "\udfff", "é" * 5 + "\ud83d\ude00" + "é" * 9,
+                                  "é" * 2 + "\ud83d\ude00" + "é" * 4])
 def test_text_the_bridge_leaves_to_tcl(interp, text):
     """Lone surrogates and characters beyond the BMP go over as code units
-    only; Tcl makes their UTF-8 itself, and they come back unchanged."""
+    only; Tcl makes their UTF-8 itself (the same as for its own copy), and
+    they come back unchanged, but for a high and a low surrogate side by
+    side: Tcl 8.6 keeps a character beyond the BMP as those two units, so
+    they come back as that one character."""
     interp.call("set", "v", text)
+    interp.eval("set theirs [string reverse [string reverse $v]]")
+    assert interp.eval("dict exists [dict create $theirs 1] $v") == "1"
+    if not TCL9:
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
     assert interp.call("set", "v") == text
     interp.eval("catch {encoding convertto utf-8 $v}")      # Tcl makes its UTF-8
     assert interp.eval("set v") == text

@@ -47,14 +47,14 @@ declare -A TCLSHS=([tcl9.0]=tclsh9.0)
 #     threads (hosts, exit, thread::exit, interpreters, handles);
 #   torch 2.4: every torch:: command (the tcltest files), the examples and
 #     the ATen path (its functions and exit order are that torch's own);
-#   Tcl 9.0: hosts, text, the py command, sizes, the prompt, set-up, and the
-#     tcltest files of the bridge and autocast.
+#   Tcl 9.0: hosts, text and its UTF-8 writer, the py command, sizes, the
+#     prompt, set-up, and the tcltest files of the bridge and autocast.
 declare -A SLICES=(
     [py3.10]="tests/test_startup.py tests/test_python_face.py tests/test_hosts.py tests/test_threads.py tests/bridge.test"
     [py3.12]="tests/test_aten_path.py tests/test_hosts.py tests/test_exit.py tests/test_lifetimes.py tests/test_handles_and_values.py tests/test_ddp.py"
     [py3.13]="tests/test_threads.py tests/test_hosts.py tests/test_interps.py tests/test_exit.py tests/lifecycle.test"
     [torch2.4]="tests/*.test tests/test_aten_path.py tests/test_aten_attack.py tests/test_examples.py tests/test_python_face.py tests/test_scope_python.py"
-    [tcl9.0]="tests/test_list_conversion.py tests/test_aten_path.py tests/test_aten_attack.py tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
+    [tcl9.0]="tests/test_list_conversion.py tests/test_speed_semantics.py tests/test_aten_path.py tests/test_aten_attack.py tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
     [wheel]="tools/wheel-check.sh (no pytest)"
 )
 ALL=(py3.10 py3.12 py3.13 torch2.4 tcl9.0 wheel)

@@ -2,15 +2,16 @@
  * utf8_simd.h -- the bridge's accelerators for text (included by _bridge.c
  * unless it is built with TCLAMP_PORTABLE_UTF8, which the tests do too):
  * long ASCII copied 64 bytes at a time, and the UTF-8 of a str written
- * four characters at a time, so that Tcl has both a str's code units and
- * its text without converting one character at a time.  Without this file
- * the bridge is complete: Tcl writes a value's UTF-8 when it is needed.
+ * eight or four characters at a time, so that Tcl has both a str's code
+ * units and its text without converting one character at a time.  Without
+ * this file the bridge is complete: Tcl writes a value's UTF-8 when it is
+ * needed.
  */
 #ifdef __SSE2__
 #  include <emmintrin.h>
 #endif
 #if defined(__x86_64__) && defined(__GNUC__)
-#  include <tmmintrin.h>
+#  include <immintrin.h>
 #  define HAVE_PACKED_UTF8 1
 #endif
 
@@ -57,16 +58,22 @@ typedef struct {
     Lanes surrogate;            /* all ones for a surrogate, which Tcl writes itself */
 } Utf8Lanes;
 
+/* For lanes of any width (the writer for AVX2 takes eight at a time). */
+#define UTF8_LANES(u, c) do {                                                  \
+        (u).two = ((c) > 0x7F) | ((c) == 0);                                   \
+        (u).three = (c) > 0x7FF;                                               \
+        (u).word = ((c) & ~(u).two)                                            \
+            | ((0x80C0 | (c) >> 6 | ((c) << 8 & 0x3F00)) & (u).two & ~(u).three) \
+            | ((0x8080E0 | (c) >> 12 | ((c) << 2 & 0x3F00) | ((c) << 16 & 0x3F0000)) \
+               & (u).three);                                                   \
+        (u).surrogate = ((c) & 0xF800) == 0xD800;                              \
+    } while (0)
+
 static inline __attribute__((always_inline)) Utf8Lanes
 utf8_lanes(Lanes c)
 {
     Utf8Lanes u;
-    u.two = (c > 0x7F) | (c == 0);
-    u.three = c > 0x7FF;
-    Lanes word2 = 0x80C0 | c >> 6 | (c << 8 & 0x3F00);
-    Lanes word3 = 0x8080E0 | c >> 12 | (c << 2 & 0x3F00) | (c << 16 & 0x3F0000);
-    u.word = (c & ~u.two) | (word2 & u.two & ~u.three) | (word3 & u.three);
-    u.surrogate = (c & 0xF800) == 0xD800;
+    UTF8_LANES(u, c);
     return u;
 }
 
@@ -102,8 +109,9 @@ store_words(Utf8Lanes u, int count, char *out)
 }
 
 #ifdef HAVE_PACKED_UTF8
-/* With SSSE3, one shuffle packs four characters' bytes together: the
-   shuffle for each mix of sizes (a bit per lane for two bytes or more,
+/* With AVX2, eight characters at a time, and one shuffle packs each four
+   characters' bytes together (it works within each half of the register):
+   the shuffle for each mix of sizes (a bit per lane for two bytes or more,
    one for three) is made once. */
 static uint8_t packing_shuffles[256][16], packed_sizes[256];
 static int can_pack;
@@ -121,20 +129,35 @@ make_packing_shuffles(void)
         }
         packed_sizes[mix] = (uint8_t)n;
     }
-    can_pack = __builtin_cpu_supports("ssse3");
+    can_pack = __builtin_cpu_supports("avx2");
 }
 
-static __attribute__((target("ssse3"))) char *
+typedef int32_t Lanes8 __attribute__((vector_size(32)));
+
+static __attribute__((target("avx2"))) char *
 utf8_packed(int kind, const void *data, Py_ssize_t len, char *out, Lanes *surrogates)
 {
-    for (Py_ssize_t i = 0; i + 4 <= len; i += 4) {
-        Utf8Lanes u = utf8_lanes(load_lanes(kind, data, i));
-        *surrogates |= u.surrogate;
-        int mix = _mm_movemask_ps((__m128)u.two) | _mm_movemask_ps((__m128)u.three) << 4;
-        __m128i shuffle = _mm_loadu_si128((const __m128i *)packing_shuffles[mix]);
-        _mm_storeu_si128((__m128i *)out, _mm_shuffle_epi8((__m128i)u.word, shuffle));
-        out += packed_sizes[mix];
+    Lanes8 seen = {0};
+    for (Py_ssize_t i = 0; i + 8 <= len; i += 8) {
+        struct { Lanes8 word, two, three, surrogate; } u;
+        Lanes8 c = kind == PyUnicode_1BYTE_KIND
+            ? (Lanes8)_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)((const Py_UCS1 *)data + i)))
+            : (Lanes8)_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const Py_UCS2 *)data + i)));
+        UTF8_LANES(u, c);
+        seen |= u.surrogate;
+        int two = _mm256_movemask_ps((__m256)u.two), three = _mm256_movemask_ps((__m256)u.three);
+        int low = (two & 0xF) | (three & 0xF) << 4, high = two >> 4 | (three & 0xF0);
+        __m256i shuffle = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)packing_shuffles[low])),
+            _mm_loadu_si128((const __m128i *)packing_shuffles[high]), 1);
+        __m256i packed = _mm256_shuffle_epi8((__m256i)u.word, shuffle);
+        _mm_storeu_si128((__m128i *)out, _mm256_castsi256_si128(packed));
+        out += packed_sizes[low];
+        _mm_storeu_si128((__m128i *)out, _mm256_extracti128_si256(packed, 1));
+        out += packed_sizes[high];
     }
+    *surrogates |= (Lanes)_mm256_castsi256_si128((__m256i)seen)
+                 | (Lanes)_mm256_extracti128_si256((__m256i)seen, 1);
     return out;
 }
 #endif
@@ -151,7 +174,7 @@ utf8_of(int kind, const void *data, Py_ssize_t len, char *out)
 #ifdef HAVE_PACKED_UTF8
     if (can_pack) {
         out = utf8_packed(kind, data, len, out, &surrogates);
-        i = len & ~(Py_ssize_t)3;
+        i = len & ~(Py_ssize_t)7;
     }
 #endif
     for (; i + 4 <= len; i += 4) {
