@@ -2415,7 +2415,8 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
         Py_CLEAR(target);
     }
     PyObject *value = NULL;
-    CallArgs args = {.slot = NULL};
+    CallArgs args;
+    args.slot = NULL;           /* nothing to release if there is nothing to call */
     if ((parts != NULL || target != NULL)
             && call_args_fill(&args, cmd->owner, objc - 2, objv + 2, NULL, 1) == 0)
         value = parts ? call_name(cmd, objv[1], parts, &args) : call_args_call(&args, target);
