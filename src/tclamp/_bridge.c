@@ -47,6 +47,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "compat.h"
 #ifndef TCLAMP_PORTABLE_UTF8
@@ -1693,6 +1694,7 @@ static struct {
     const char *dtype_names[ATEN_DTYPES];   /* NULL: a code aten.py did not name */
 } aten;
 static atomic_int aten_on;     /* the functions are set, and programs run */
+static atomic_int programs_running;     /* threads between the check of aten_on and its end */
 
 typedef struct {
     Lifetime life;
@@ -1933,16 +1935,22 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
 {
     Command *cmd = cd;
     Entry e;
-    if (cmd->planned && atomic_load_explicit(&aten_on, memory_order_acquire)
-            && python_usable()) {
-        for (int i = 0; i < MEMO_SLOTS; i++) {
+    if (cmd->planned && python_usable()) {
+        /* Counted before the check: stop_programs_at_exit marks programs
+           stopped, then waits for the count, so either it sees us or we
+           see the mark (both sequentially consistent). */
+        atomic_fetch_add(&programs_running, 1);
+        int done = 0;
+        for (int i = 0; i < MEMO_SLOTS && atomic_load(&aten_on); i++) {
             Memo *m = &cmd->memo[i];
             if (m->program_len != 0 && memo_matches(m, objc, objv)) {
-                if (run_program(interp, m))
-                    return TCL_OK;
+                done = run_program(interp, m);
                 break;
             }
         }
+        atomic_fetch_sub(&programs_running, 1);
+        if (done)
+            return TCL_OK;
     }
     if (enter(&e, cmd->owner, interp) < 0)
         return TCL_ERROR;
@@ -3451,16 +3459,21 @@ bridge_at_python_exit(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* libc's exit, before libtorch's static objects go: programs stop.  A
-   thread that still runs Tcl then (a Python program's daemon thread in a
-   loop of commands: Python has finalized and exit does not wait for it)
-   would call clear_cache on a destroyed map; on the Python path it stops
-   at its next call, as every thread that comes back to a finalized Python
-   does. */
+/* libc's exit, before libtorch's static objects go: programs stop, and
+   exit waits for one that another thread is running.  A thread that still
+   runs Tcl then (a Python program's daemon thread in a loop of commands:
+   Python has finalized and exit does not wait for it) would otherwise call
+   clear_cache on a map being destroyed; on the Python path it stops at its
+   next call, as every thread that comes back to a finalized Python does.
+   A program takes microseconds: a thread stopped in one (by a debugger,
+   say) is waited for a second at most. */
 static void
 stop_programs_at_exit(void)
 {
     atomic_store(&aten_on, 0);
+    struct timespec millisecond = {0, 1000000};
+    for (int i = 0; i < 1000 && atomic_load(&programs_running) > 0; i++)
+        nanosleep(&millisecond, NULL);
 }
 
 /* use_aten(functions, dtype_names): the five ATen functions' addresses,
