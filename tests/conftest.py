@@ -73,6 +73,13 @@ def tcl_length(text):
     return len(text.encode("utf-16-le", "surrogatepass")) // 2 if not TCL9 else len(text)
 
 
+def tcl_text(text):
+    """text as it comes back from the Tcl under test: Tcl 8.6 keeps UTF-16
+    code units, so a high and a low surrogate side by side come back as the
+    one character beyond the BMP that they encode."""
+    return text if TCL9 else text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
 def tcl_env(**extra):
     """The environment a user's tclsh would have: tclamp on TCLLIBPATH and
     no TCLAMP_PYTHON unless given."""

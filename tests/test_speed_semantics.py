@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tclamp
-from conftest import TCL9, tcl_length
+from conftest import tcl_length, tcl_text
 from tclamp import TclError
 
 import __main__
@@ -204,9 +204,7 @@ def test_utf8_of_any_text_is_tcls_own(interp, text):
     interp.eval("set theirs [string range $v 0 end]")
     assert interp.eval("list [dict exists [dict create $theirs 1] $v] [string length $v]") == \
         f"1 {tcl_length(text)}"
-    if not TCL9:
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    assert interp.call("set", "v") == text
+    assert interp.call("set", "v") == tcl_text(text)
 
 
 PORTABLE_CHECK = """
@@ -278,11 +276,9 @@ def test_text_the_bridge_leaves_to_tcl(interp, text):
     interp.call("set", "v", text)
     interp.eval("set theirs [string reverse [string reverse $v]]")
     assert interp.eval("dict exists [dict create $theirs 1] $v") == "1"
-    if not TCL9:
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    assert interp.call("set", "v") == text
+    assert interp.call("set", "v") == tcl_text(text)
     interp.eval("catch {encoding convertto utf-8 $v}")      # Tcl makes its UTF-8
-    assert interp.eval("set v") == text
+    assert interp.eval("set v") == tcl_text(text)
 
 
 def test_typed_results(interp):
