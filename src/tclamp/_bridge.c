@@ -1067,13 +1067,15 @@ typedef struct {
     Py_ssize_t n;               /* converted so far */
 } CallArgs;
 
-/* -1 with a Python error; call_args_release in either case. */
+/* The words, then `last` when not NULL (a command's Script).  -1 with a
+   Python error; call_args_release in either case. */
 static int
 call_args_fill(CallArgs *a, InterpState *owner, int objc, Tcl_Obj *const objv[],
-               int *any_handle, int none_words)
+               int *any_handle, int none_words, PyObject *last)
 {
+    int n = objc + (last != NULL);
     a->n = 0;
-    a->slot = objc <= CALL_STACK_ARGS ? a->stack : PyMem_New(PyObject *, (size_t)objc + 2);
+    a->slot = n <= CALL_STACK_ARGS ? a->stack : PyMem_New(PyObject *, (size_t)n + 2);
     if (a->slot == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -1083,6 +1085,8 @@ call_args_fill(CallArgs *a, InterpState *owner, int objc, Tcl_Obj *const objv[],
         if ((a->slot[a->n + 2] = none_words ? none_if_none_word(v) : v) == NULL)
             return -1;
     }
+    if (last != NULL)
+        a->slot[2 + a->n++] = Py_NewRef(last);
     return 0;
 }
 
@@ -1392,7 +1396,7 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     if (attr != NULL) {
         if (PyCallable_Check(attr)) {
             CallArgs args;
-            if (call_args_fill(&args, h->owner, objc - 2, objv + 2, NULL, 0) == 0)
+            if (call_args_fill(&args, h->owner, objc - 2, objv + 2, NULL, 0, NULL) == 0)
                 value = call_args_call(&args, attr);
             call_args_release(&args);
         } else if (objc == 2) {
@@ -1617,8 +1621,16 @@ Outcome_code(OutcomeObject *self, void *unused)
     return PyLong_FromLong(self->code);
 }
 
+/* py scope reads it for the handle names a body hands on. */
+static PyObject *
+Outcome_result(OutcomeObject *self, void *unused)
+{
+    return str_from_tcl(self->result);
+}
+
 static PyGetSetDef Outcome_getset[] = {
     {"code", (getter)Outcome_code, NULL, "the script's Tcl return code (0 = ok, 1 = error, ...)"},
+    {"result", (getter)Outcome_result, NULL, "the script's result (or error message), as str"},
     {NULL}
 };
 
@@ -1637,6 +1649,58 @@ apply_outcome(Tcl_Interp *interp, OutcomeObject *o)
 {
     Tcl_SetObjResult(interp, o->result);
     return Tcl_SetReturnOptions(interp, o->options);
+}
+
+/* ------------------------------------------------------------------ */
+/* Script: the script word of a running command, as Tcl's own value     */
+
+/*
+ * A command made with script=True (py scope, torch::autocast) gets its last
+ * word as a Script, not as a str: Interp.evaluate runs the word itself, so
+ * Tcl reuses the bytecode it compiled for it the last time the caller ran
+ * it, where a str would become a new value, compiled on every call.  A
+ * Script borrows its word from the command's arguments: when the command
+ * returns the word is forgotten, so a Script kept beyond it names nothing
+ * (and no Tcl value is ever touched from another thread through one).
+ */
+typedef struct {
+    PyObject_HEAD
+    Tcl_Obj *word;              /* borrowed; NULL once its command returned */
+} ScriptObject;
+
+static PyObject *
+Script_str(ScriptObject *self)
+{
+    if (self->word == NULL)
+        return PyErr_Format(PyExc_RuntimeError, "the command that got this script has returned");
+    return str_from_tcl(self->word);
+}
+
+static PyTypeObject ScriptType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tclamp._bridge.Script",
+    .tp_doc = "A command's script word, evaluated as Tcl's own value (str() gives its text).",
+    .tp_basicsize = sizeof(ScriptObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_str = (reprfunc)Script_str,
+};
+
+static PyObject *
+script_new(Tcl_Obj *word)
+{
+    ScriptObject *script = PyObject_New(ScriptObject, &ScriptType);
+    if (script != NULL)
+        script->word = word;
+    return (PyObject *)script;
+}
+
+static void
+script_end(PyObject *script)
+{
+    if (script != NULL) {
+        ((ScriptObject *)script)->word = NULL;
+        Py_DECREF(script);
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -1660,6 +1724,11 @@ apply_outcome(Tcl_Interp *interp, OutcomeObject *o)
  * repeated call runs the steps straight from C without creating a single
  * Python object for its arguments, and one with a program runs it without
  * entering Python at all.
+ *
+ * A "script" command's last word is a script (a body): the parser gets it
+ * as a Script, last, and makes a plan of the words before it alone, whose
+ * steps take the Script as their first argument when they run.  So the
+ * body's options are parsed once, and the memo is keyed by them.
  */
 #define PROGRAM_MAX 12          /* bytes: four ATen calls */
 typedef struct {
@@ -1701,6 +1770,7 @@ typedef struct {
     InterpState *owner;         /* counted in owner->refs */
     PyObject *callable;
     int planned;
+    int script;                 /* the last word is a script (see above) */
     int memo_next;
     Memo memo[MEMO_SLOTS];
 } Command;
@@ -1871,16 +1941,36 @@ run_program(Tcl_Interp *interp, Memo *m)
     return 1;
 }
 
+/* A plan step's call: callable(*args), or callable(script, *args). */
+static PyObject *
+call_step(PyObject *step, PyObject *script)
+{
+    PyObject *callable = PyTuple_GET_ITEM(step, 0), *args = PyTuple_GET_ITEM(step, 1);
+    if (script == NULL)
+        return PyObject_Call(callable, args, NULL);
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *small[CALL_STACK_ARGS + 1];
+    PyObject **stack = n < CALL_STACK_ARGS ? small : PyMem_New(PyObject *, (size_t)n + 1);
+    if (stack == NULL)
+        return PyErr_NoMemory();
+    stack[0] = script;
+    for (Py_ssize_t i = 0; i < n; i++)
+        stack[i + 1] = PyTuple_GET_ITEM(args, i);
+    PyObject *value = PyObject_Vectorcall(callable, stack, (size_t)n + 1, NULL);
+    if (stack != small)
+        PyMem_Free(stack);
+    return value;
+}
+
 static int
 run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
-          Tcl_Obj *constant)
+          Tcl_Obj *constant, PyObject *script)
 {
     PyObject *value = NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(steps);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *step = PyTuple_GET_ITEM(steps, i);
         Py_XDECREF(value);
-        value = PyObject_Call(PyTuple_GET_ITEM(step, 0), PyTuple_GET_ITEM(step, 1), NULL);
+        value = call_step(PyTuple_GET_ITEM(steps, i), script);
         if (value == NULL)
             return report_python_error(cmd->owner, interp);
     }
@@ -1917,13 +2007,13 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
    the plan anyway: a step that re-entered this command could reuse its
    slot. */
 static int
-run_memo(Command *cmd, Tcl_Interp *interp, Memo *m)
+run_memo(Command *cmd, Tcl_Interp *interp, Memo *m, PyObject *script)
 {
     PyObject *steps = Py_NewRef(m->steps);
     PyObject *result = m->result ? Py_NewRef(m->result) : NULL;
     Tcl_Obj *constant = m->constant;
     if (constant) Tcl_IncrRefCount(constant);
-    int rc = run_steps(cmd, interp, steps, result, constant);
+    int rc = run_steps(cmd, interp, steps, result, constant, script);
     if (constant) Tcl_DecrRefCount(constant);
     Py_XDECREF(result);
     Py_DECREF(steps);
@@ -1935,7 +2025,11 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
 {
     Command *cmd = cd;
     Entry e;
-    if (cmd->planned && python_usable()) {
+    /* The words that key the memo: a script command's, without its script
+       (and with no script word at all, none: its parser reports that). */
+    int keyc = cmd->script ? objc - 1 : objc;
+    int memo_usable = cmd->planned && keyc >= 1 && (!cmd->script || objc >= 2);
+    if (memo_usable && python_usable()) {
         /* Counted before the check: stop_programs_at_exit marks programs
            stopped, then waits for the count, so either it sees us or we
            see the mark (both sequentially consistent). */
@@ -1943,7 +2037,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         int done = 0;
         for (int i = 0; i < MEMO_SLOTS && atomic_load(&aten_on); i++) {
             Memo *m = &cmd->memo[i];
-            if (m->program_len != 0 && memo_matches(m, objc, objv)) {
+            if (m->program_len != 0 && memo_matches(m, keyc, objv)) {
                 done = run_program(interp, m);
                 break;
             }
@@ -1957,18 +2051,24 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     flush_tcl_stdout();
     lifetime_enter(&cmd->life);
     int rc;
-    if (cmd->planned) {
+    PyObject *script = NULL;
+    if (cmd->script && objc >= 2 && (script = script_new(objv[objc - 1])) == NULL) {
+        rc = report_python_error(cmd->owner, interp);
+        goto done;
+    }
+    if (memo_usable) {
         for (int i = 0; i < MEMO_SLOTS; i++) {
             Memo *m = &cmd->memo[i];
-            if (m->objc != 0 && memo_matches(m, objc, objv)) {
-                rc = run_memo(cmd, interp, m);
+            if (m->objc != 0 && memo_matches(m, keyc, objv)) {
+                rc = run_memo(cmd, interp, m, script);
                 goto done;
             }
         }
     }
     int any_handle = 0;
     CallArgs args;
-    PyObject *value = call_args_fill(&args, cmd->owner, objc - 1, objv + 1, &any_handle, 0) == 0
+    PyObject *value = call_args_fill(&args, cmd->owner, keyc - 1, objv + 1, &any_handle, 0,
+                                     script) == 0
         ? call_args_call(&args, cmd->callable) : NULL;
     call_args_release(&args);
     if (value == NULL) {
@@ -1991,14 +2091,15 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
             rc = report_python_error(cmd->owner, interp);
         } else {
             if (constant) Tcl_IncrRefCount(constant);
-            if (cacheable && !any_handle)
-                memo_store(cmd, objc, objv, steps, result, constant, program);
-            rc = run_steps(cmd, interp, steps, result, constant);
+            if (cacheable && !any_handle && memo_usable)
+                memo_store(cmd, keyc, objv, steps, result, constant, program);
+            rc = run_steps(cmd, interp, steps, result, constant, script);
             if (constant) Tcl_DecrRefCount(constant);
         }
     }
     Py_XDECREF(value);
 done:
+    script_end(script);
     lifetime_leave(&cmd->life);
     leave(&e);
     return rc;
@@ -2390,7 +2491,7 @@ call_with_options(Command *cmd, int objc, Tcl_Obj *const objv[])
     PyObject *value = NULL;
     if (function != NULL) {
         CallArgs args;
-        if (call_args_fill(&args, cmd->owner, objc - 1, objv + 1, NULL, 0) == 0)
+        if (call_args_fill(&args, cmd->owner, objc - 1, objv + 1, NULL, 0, NULL) == 0)
             value = call_args_call(&args, function);
         call_args_release(&args);
     }
@@ -2426,7 +2527,7 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
     CallArgs args;
     args.slot = NULL;           /* nothing to release if there is nothing to call */
     if ((parts != NULL || target != NULL)
-            && call_args_fill(&args, cmd->owner, objc - 2, objv + 2, NULL, 1) == 0)
+            && call_args_fill(&args, cmd->owner, objc - 2, objv + 2, NULL, 1, NULL) == 0)
         value = parts ? call_name(cmd, objv[1], parts, &args) : call_args_call(&args, target);
     call_args_release(&args);
     Py_XDECREF(parts);
@@ -2760,19 +2861,25 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     return result;
 }
 
-/* Runs a script in the current Tcl frame (the caller of the running
-   command) and returns its Outcome without raising. */
+/* Runs a script (str, or a command's Script) in the current Tcl frame (the
+   caller of the running command) and returns its Outcome without raising. */
 static PyObject *
 Interp_evaluate(InterpObject *self, PyObject *script)
 {
     InterpState *s = self->state;
     if (check_usable(s) < 0)
         return NULL;
-    if (!PyUnicode_Check(script))
-        return PyErr_Format(PyExc_TypeError, "script must be str");
-    Tcl_Obj *obj = tcl_from_str(script);
-    if (obj == NULL)
-        return NULL;
+    Tcl_Obj *obj;
+    if (Py_IS_TYPE(script, &ScriptType)) {
+        if ((obj = ((ScriptObject *)script)->word) == NULL)
+            return PyErr_Format(PyExc_RuntimeError,
+                                "the command that got this script has returned");
+    } else if (PyUnicode_Check(script)) {
+        if ((obj = tcl_from_str(script)) == NULL)
+            return NULL;
+    } else {
+        return PyErr_Format(PyExc_TypeError, "script must be str or Script");
+    }
     OutcomeObject *o = PyObject_New(OutcomeObject, &OutcomeType);
     if (o == NULL) {
         discard(obj);
@@ -2798,7 +2905,7 @@ Interp_evaluate(InterpObject *self, PyObject *script)
 /* A Tcl command `name` whose record holds `callable`. */
 static PyObject *
 add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *callable,
-            int planned)
+            int planned, int script)
 {
     Command *cmd = (Command *)PyMem_Calloc(1, sizeof(Command));
     if (cmd == NULL)
@@ -2808,6 +2915,7 @@ add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *ca
     s->refs++;
     cmd->callable = Py_NewRef(callable);
     cmd->planned = planned;
+    cmd->script = script;
     Tcl_CreateObjCommand(s->interp, name, proc, cmd, python_command_deleted);
     Py_RETURN_NONE;
 }
@@ -2815,19 +2923,21 @@ add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *ca
 static PyObject *
 Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"name", "callable", "planned", NULL};
+    static char *kwlist[] = {"name", "callable", "planned", "script", NULL};
     const char *name;
     PyObject *callable;
-    int planned = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|p:create_command", kwlist,
-                                     &name, &callable, &planned))
+    int planned = 0, script = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|pp:create_command", kwlist,
+                                     &name, &callable, &planned, &script))
         return NULL;
     InterpState *s = self->state;
     if (check_usable(s) < 0)
         return NULL;
     if (!PyCallable_Check(callable))
         return PyErr_Format(PyExc_TypeError, "callable expected");
-    return add_command(s, name, python_command, callable, planned);
+    if (script && !planned)
+        return PyErr_Format(PyExc_ValueError, "a script command is a planned one");
+    return add_command(s, name, python_command, callable, planned, script);
 }
 
 /* py call, eval and exec: `resolve` serves the names that py call cannot
@@ -2849,7 +2959,7 @@ Interp_create_py_command(InterpObject *self, PyObject *args)
         : strcmp(kind, "exec") == 0 ? py_exec_command : NULL;
     if (proc == NULL)
         return PyErr_Format(PyExc_ValueError, "kind must be call, eval or exec, not '%s'", kind);
-    return add_command(s, name, proc, resolve, 0);
+    return add_command(s, name, proc, resolve, 0, 0);
 }
 
 static PyObject *
@@ -2940,11 +3050,113 @@ Interp_handle_names(InterpObject *self, PyObject *unused)
     return s && s->handles ? PyDict_Keys(s->handles) : PyList_New(0);
 }
 
+/* The number in a handle's own name (::py::objN), or 0 for another name
+   (a handle renamed by the script). */
+static unsigned long
+handle_number(PyObject *name)
+{
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(name, &len);
+    if (s == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!is_handle_name(s, len))
+        return 0;
+    return strtoul(s + sizeof(HANDLE_PREFIX) - 1, NULL, 10);
+}
+
+/* What py scope needs: the number of the newest handle so far (handles
+   are numbered in the order they are made, process-wide)... */
+static PyObject *
+Interp_get_handle_mark(InterpObject *self, void *unused)
+{
+    return PyLong_FromUnsignedLong(handles_made);
+}
+
+/* ...and the live handles numbered above such a mark, oldest first.  The
+   names are kept oldest first, so the scan from the newest stops at the
+   first older one; a renamed handle moved to the end under a name that is
+   not of the ::py::objN form, and is skipped. */
+static PyObject *
+Interp_handles_since(InterpObject *self, PyObject *arg)
+{
+    InterpState *s = self->state;
+    unsigned long mark = PyLong_AsUnsignedLong(arg);
+    if (mark == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    PyObject *made = PyList_New(0);
+    if (made == NULL || s == NULL || s->handles == NULL || PyDict_GET_SIZE(s->handles) == 0)
+        return made;
+    PyObject *newest_first = PyObject_CallOneArg((PyObject *)&PyReversed_Type, s->handles);
+    if (newest_first == NULL) {
+        Py_DECREF(made);
+        return NULL;
+    }
+    PyObject *name;
+    while ((name = PyIter_Next(newest_first)) != NULL) {
+        unsigned long number = handle_number(name);
+        if (number != 0 && number <= mark) {
+            Py_DECREF(name);
+            break;
+        }
+        if (number != 0 && PyList_Append(made, name) < 0)
+            Py_CLEAR(made);
+        Py_DECREF(name);
+        if (made == NULL)
+            break;
+    }
+    Py_DECREF(newest_first);
+    if (made == NULL || PyErr_Occurred() || PyList_Reverse(made) < 0) {
+        Py_XDECREF(made);
+        return NULL;
+    }
+    return made;
+}
+
+/* The name of obj's handle in this interpreter, or None. */
+static PyObject *
+Interp_handle_name(InterpObject *self, PyObject *obj)
+{
+    InterpState *s = self->state;
+    if (s == NULL || s->by_object == NULL)
+        Py_RETURN_NONE;
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
+    Py_XDECREF(id);
+    if (name == NULL && PyErr_Occurred())
+        return NULL;
+    return Py_NewRef(name ? name : Py_None);
+}
+
+/* Deletes the handles named (those still alive: a finalizer of one may
+   have released another). */
+static PyObject *
+Interp_release_handles(InterpObject *self, PyObject *names)
+{
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    if (!PyList_Check(names))
+        return PyErr_Format(PyExc_TypeError, "a list of handle names expected");
+    Py_INCREF(names);
+    delete_handles_named(s, names);
+    Py_DECREF(names);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Interp_methods[] = {
     {"cancel", (PyCFunction)Interp_cancel, METH_NOARGS,
      "cancel(): stop the evaluation running in this interpreter (from any thread)"},
     {"handle_names", (PyCFunction)Interp_handle_names, METH_NOARGS,
      "handle_names() -> list: the names of the live object handles, oldest first"},
+    {"handles_since", (PyCFunction)Interp_handles_since, METH_O,
+     "handles_since(mark) -> list: the live handles made after handle_mark was mark, "
+     "oldest first (renamed ones excepted)"},
+    {"handle_name", (PyCFunction)Interp_handle_name, METH_O,
+     "handle_name(obj) -> str or None: the name of obj's handle here"},
+    {"release_handles", (PyCFunction)Interp_release_handles, METH_O,
+     "release_handles(names): delete the live handles among the names"},
     {"eval", (PyCFunction)(void (*)(void))Interp_eval, METH_FASTCALL | METH_KEYWORDS,
      "eval(script, *, result=str): evaluate a Tcl script at global level; the result "
      "as str, or as int, float, list or object (by Tcl's own type of it)"},
@@ -2955,7 +3167,8 @@ static PyMethodDef Interp_methods[] = {
      "evaluate(script) -> Outcome: run a script in the calling Tcl frame, keeping its return code"},
     {"create_command", (PyCFunction)(void (*)(void))Interp_create_command,
      METH_VARARGS | METH_KEYWORDS,
-     "create_command(name, callable, planned=False): a Tcl command implemented in Python"},
+     "create_command(name, callable, planned=False, script=False): a Tcl command implemented "
+     "in Python (script: its last word reaches the parser and the plan's steps as a Script)"},
     {"create_py_command", (PyCFunction)Interp_create_py_command, METH_VARARGS,
      "create_py_command(name, kind, resolve): py call, eval or exec (kind) as a Tcl command"},
     {"release", (PyCFunction)Interp_release, METH_O,
@@ -2969,6 +3182,8 @@ static PyMethodDef Interp_methods[] = {
 static PyGetSetDef Interp_getset[] = {
     {"alive", (getter)Interp_get_alive, NULL, "whether the Tcl interpreter still exists", NULL},
     {"handle_count", (getter)Interp_get_handle_count, NULL, "number of live object handles", NULL},
+    {"handle_mark", (getter)Interp_get_handle_mark, NULL,
+     "the number of the newest handle made in the process so far", NULL},
     {NULL}
 };
 
@@ -3570,7 +3785,7 @@ PyMODINIT_FUNC
 BRIDGE_INIT(void)
 {
     if (PyType_Ready(&InterpType) < 0 || PyType_Ready(&OutcomeType) < 0
-            || PyType_Ready(&ThreadGuardType) < 0)
+            || PyType_Ready(&ScriptType) < 0 || PyType_Ready(&ThreadGuardType) < 0)
         return NULL;
     if (main_name == NULL) {    /* for py call, eval and exec */
         main_name = PyUnicode_InternFromString("__main__");
@@ -3587,6 +3802,7 @@ BRIDGE_INIT(void)
         return NULL;
     if (PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
             || PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0
+            || PyModule_AddObjectRef(m, "Script", (PyObject *)&ScriptType) < 0
             || PyModule_AddStringConstant(m, "VERSION", TCLAMP_VERSION) < 0
             || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0) {
         Py_DECREF(m);

@@ -41,6 +41,20 @@ class Param:
     def required(self):
         return self.default is REQUIRED
 
+    def reader(self):
+        """(name, word -> value) for a valid word; raises for any other."""
+        if isinstance(self.choices, dict):
+            return self.name, self.choices.__getitem__
+        if self.choices is not None:
+            choices = self.choices
+
+            def chosen(word):
+                if not (isinstance(word, str) and word in choices):
+                    raise KeyError(word)
+                return word
+            return self.name, chosen
+        return self.name, self.convert or as_given
+
 
 @dataclass(frozen=True)
 class Signature:
@@ -54,9 +68,24 @@ class Signature:
     by_flag: dict = field(init=False, compare=False)
     flag_list: str = field(init=False, compare=False)
     positional: tuple = field(init=False, compare=False)
+    required_params: tuple = field(init=False, compare=False)
+    defaults: dict = field(init=False, compare=False)
+    readers: tuple = field(init=False, compare=False)
+    least_words: int = field(init=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "by_flag", {f: p for p in self.params for f in p.flags})
+        object.__setattr__(self, "required_params", tuple(p for p in self.params if p.required))
+        object.__setattr__(self, "defaults", {p.name: p.default for p in self.params})
+        # The plain positional form's shortcut (see parse): a reader per
+        # positional parameter, and how many words give every required one
+        # (more than any call has when a required one is named-only).
+        positional = [p for p in self.params if not p.named_only]
+        object.__setattr__(self, "readers", tuple(p.reader() for p in positional))
+        object.__setattr__(self, "least_words", len(self.params) + 1
+                           if any(p.required and p.named_only for p in self.params)
+                           else max((i + 1 for i, p in enumerate(positional) if p.required),
+                                    default=0))
         object.__setattr__(self, "positional",
                            tuple(p.name for p in self.params if not p.named_only))
         object.__setattr__(self, "flag_list", ", ".join(f for p in self.params for f in p.flags))
@@ -67,7 +96,28 @@ class Signature:
                           word_of(flag), word_of(word))
 
     def parse(self, args):
-        """The parameters' values by name, converted and validated."""
+        """The parameters' values by name, converted and validated.
+
+        Most calls give every word positionally, and valid: those take the
+        shortcut, which only reads the words; any word that needs a rule
+        (a flag, an empty word) or fails to read sends the call through
+        parse_words, which applies every rule and raises the documented
+        error."""
+        if self.least_words <= len(args) <= len(self.readers):
+            values = self.defaults.copy()
+            try:
+                for (name, read), word in zip(self.readers, args):
+                    if word.__class__ is str and (not word or word[0] == "-"):
+                        break
+                    values[name] = read(word)
+                else:
+                    if not (self.check and self.check(values)):
+                        return values
+            except (KeyError, TypeError, ValueError, UsageError):
+                pass
+        return self.parse_words(args)
+
+    def parse_words(self, args):
         if args and not self.params:
             raise UsageError("USAGE", self.usage)
         named = bool(args) and is_flag(args[0])
@@ -81,19 +131,22 @@ class Signature:
                     raise self.unknown(args[i], args[i + 1])
                 words[param.name], flags[param.name] = args[i + 1], args[i]
         else:
-            mixed = None if self.seed_messages else next(filter(is_flag, args), None)
-            if mixed is not None:
-                raise UsageError("MIXED_ARGUMENTS", MIXED.format(mixed), mixed)
+            if not self.seed_messages:
+                for word in args:
+                    if is_flag(word):
+                        raise UsageError("MIXED_ARGUMENTS", MIXED.format(word), word)
             if len(args) > len(self.positional):
                 raise UsageError("USAGE", self.usage)
             words = dict(zip(self.positional, args))
-        for param in self.params:
-            word = words.get(param.name)    # str, or a handle's object
-            if param.required and (word is None or word == "" and not param.empty_ok):
+        for param in self.required_params:
+            word = words.get(param.name)    # str, or a handle's object (never compared)
+            if word is None or word.__class__ is str and word == "" and not param.empty_ok:
                 raise UsageError("MISSING_ARGUMENT", self.missing[named], param.flags[0])
-        values = {p.name: self.value(p, words[p.name], flags.get(p.name, p.flags[0]))
-                  if p.name in words else p.default
-                  for p in self.params}
+        values = self.defaults.copy()
+        for param in self.params:
+            if param.name in words:
+                values[param.name] = self.value(param, words[param.name],
+                                                flags.get(param.name, param.flags[0]))
         refusal = self.check(values) if self.check else None
         if refusal:
             name, message = refusal
@@ -107,7 +160,7 @@ class Signature:
             if param.choices is not None:
                 if isinstance(param.choices, dict):
                     return param.choices[word]
-                if word in param.choices:
+                if isinstance(word, str) and word in param.choices:
                     return word
                 raise KeyError(word)
             return param.convert(word) if param.convert else word
@@ -121,22 +174,25 @@ class Signature:
 @dataclass(frozen=True)
 class BodySignature:
     """Options as flag/value pairs, then a script: the shape of `if`/`catch`.
-    The script's value goes under `body`; the usage text is the options'."""
+    The script arrives last, as the bridge's Script; the values are the
+    options' alone, so that the plan depends on them alone (its steps get
+    the Script when they run); the usage text is the options'."""
     options: Signature
-    body: str = "body"
 
     def parse(self, args):
         if not args:
             raise UsageError("USAGE", self.options.usage)
-        *options, body = args
+        options = args[:-1]
         if options and not is_flag(options[0]):
             mixed = next(filter(is_flag, options), None)
             if mixed is not None:
                 raise UsageError("MIXED_ARGUMENTS", MIXED.format(mixed), mixed)
             raise UsageError("USAGE", self.options.usage)
-        values = self.options.parse(options)
-        values[self.body] = body
-        return values
+        return self.options.parse(options)
+
+
+def as_given(word):
+    return word
 
 
 def word_of(value):
@@ -176,11 +232,16 @@ def positive_int(word):
 @dataclass(frozen=True)
 class Command:
     """One torch:: command: `plan(**values)` turns parsed values into the
-    bridge's plan (steps, result, cacheable); see _bridge.c."""
+    bridge's plan (steps, result, cacheable); see _bridge.c.  A command
+    whose signature ends in a script is registered as a script command."""
     name: str                     # snake_case, under ::torch
     camel: str                    # its camelCase alias
     signature: Signature
     plan: object
+
+    @property
+    def takes_script(self):
+        return isinstance(self.signature, BodySignature)
 
     def parser(self):
         signature, plan = self.signature, self.plan

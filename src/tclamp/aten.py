@@ -151,8 +151,9 @@ def program(steps):
 
 
 def with_programs(parser):
-    """The parser, with each plan's program added."""
+    """The parser, with each remembered plan's program added (a plan that
+    is not remembered runs once: its steps serve)."""
     def plan(*args):
         steps, result, cacheable = parser(*args)
-        return steps, result, cacheable, program(steps)
+        return steps, result, cacheable, program(steps) if cacheable else None
     return plan

@@ -128,8 +128,9 @@ def run_block(body, device_type, dtype, enabled, cache_enabled):
         torch.set_autocast_cache_enabled(saved[2])
 
 
-def plan_block(body, **options):
-    return ((run_block, (body, *options.values())),), None, False
+def plan_block(device_type, dtype, enabled, cache_enabled):
+    """The body is the command's Script, which the bridge gives run_block."""
+    return ((run_block, (device_type, dtype, enabled, cache_enabled)),), None, True
 
 
 COMMANDS = (

@@ -17,7 +17,8 @@ def register(interp):
     for command in all_commands():
         parser = aten.with_programs(command.parser())
         for name in dict.fromkeys((command.name, command.camel)):
-            interp.create_command(f"::torch::{name}", parser, planned=True)
+            interp.create_command(f"::torch::{name}", parser, planned=True,
+                                  script=command.takes_script)
     # So that `namespace import torch::*` brings them all in.
     interp.call("namespace", "eval", "::torch", "namespace", "export",
                 *dict.fromkeys(name for command in all_commands()

@@ -217,10 +217,11 @@ def tracer_failed(error):
                                       + (f": {text}" if text else ""), type(error).__name__)
 
 
-def plan_trace(script, device_type, as_table):
-    return ((run_trace, (script, device_type, as_table)),), None, False
+def plan_trace(device_type, as_table):
+    """The script is the command's Script, which the bridge gives run_trace."""
+    return ((run_trace, (device_type, as_table)),), None, True
 
 
 COMMANDS = (
-    Command("autocast_trace", "autocastTrace", BodySignature(OPTIONS, "script"), plan_trace),
+    Command("autocast_trace", "autocastTrace", BodySignature(OPTIONS), plan_trace),
 )

@@ -1,0 +1,162 @@
+# The README's float16 training step, driven from Tcl, beside the same step
+# written in Python, in this one process, on the same model, optimizer and
+# scaler; bench/train_step.py runs it and reads what it prints.
+#     tclsh train_step.tcl device rounds steps
+# Each round times `steps` steps of each (wall time, the device synchronized
+# at both ends), the two taking turns and starting in turn; then one
+# instrumented round stamps the time between the step's pieces in both.
+package require tclamp
+lassign $argv device rounds steps
+
+py exec [string map [list DEVICE $device] {
+import time
+import torch
+
+torch.manual_seed(0)
+device = "DEVICE"
+if device == "cpu":
+    # Small enough that the step's own cost shows, as on a launch-bound GPU.
+    torch.set_num_threads(1)
+    width, depth, batch_size = 32, 2, 16
+else:
+    width, depth, batch_size = 1024, 9, 512
+layers = []
+for _ in range(depth - 1):
+    layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+model = torch.nn.Sequential(*layers, torch.nn.Linear(width, width)).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+scaler = torch.amp.GradScaler(device, init_scale=1024.0)
+batch = torch.randn(batch_size, width, device=device)
+now = time.perf_counter_ns
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+
+
+def python_step():
+    optimizer.zero_grad()
+    with torch.autocast(device, dtype=torch.float16):
+        loss = model(batch).float().pow(2).mean()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+
+
+def python_steps(n):
+    sync()
+    start = now()
+    for _ in range(int(n)):
+        python_step()
+    sync()
+    return now() - start
+
+
+def python_stamped(n):
+    """The step with the stamps of tcl_stamped (Python has no scope: its
+    stamps take the step's tensors going)."""
+    rows = []
+    for _ in range(int(n)):
+        s = [now()]
+        s.append(now())
+        optimizer.zero_grad()
+        s.append(now())
+        with torch.autocast(device, dtype=torch.float16):
+            s.append(now())
+            loss = model(batch).float().pow(2).mean()
+            s.append(now())
+        s.append(now())
+        scaled = scaler.scale(loss)
+        s.append(now())
+        scaled.backward()
+        s.append(now())
+        scaler.step(optimizer)
+        s.append(now())
+        scaler.update()
+        s.append(now())
+        del scaled, loss
+        s.append(now())
+        s.append(now())
+        rows.append(s)
+    return rows
+}]
+
+set optimizer [py eval optimizer]
+set scaler [py eval scaler]
+
+# The step as README teaches it (with the zero_grad a real loop has).
+proc tcl_step {} {
+    global scaler optimizer device
+    py scope {
+        $optimizer zero_grad
+        set loss [torch::autocast -device_type $device -dtype float16 {
+            py eval {model(batch).float().pow(2).mean()}
+        }]
+        [torch::grad_scaler_scale $scaler $loss] backward
+        torch::grad_scaler_step $scaler $optimizer
+        torch::grad_scaler_update $scaler
+    }
+}
+
+proc tcl_steps {n} {
+    py call sync
+    set start [::py::call now]
+    for {set i 0} {$i < $n} {incr i} {
+        tcl_step
+    }
+    py call sync
+    expr {[::py::call now] - $start}
+}
+
+# The same stamps as python_stamped: before the scope, at the body's start,
+# around the autocast block and the forward pass in it, after each
+# command, at the body's end, after the scope, and an empty pair.
+proc tcl_stamped {n} {
+    global scaler optimizer device
+    set rows {}
+    for {set i 0} {$i < $n} {incr i} {
+        set s [list [::py::call now]]
+        py scope {
+            lappend s [::py::call now]
+            $optimizer zero_grad
+            lappend s [::py::call now]
+            set loss [torch::autocast -device_type $device -dtype float16 {
+                lappend s [::py::call now]
+                set loss [py eval {model(batch).float().pow(2).mean()}]
+                lappend s [::py::call now]
+                set loss
+            }]
+            lappend s [::py::call now]
+            set scaled [torch::grad_scaler_scale $scaler $loss]
+            lappend s [::py::call now]
+            $scaled backward
+            lappend s [::py::call now]
+            torch::grad_scaler_step $scaler $optimizer
+            lappend s [::py::call now]
+            torch::grad_scaler_update $scaler
+            lappend s [::py::call now]
+        }
+        lappend s [::py::call now]
+        lappend s [::py::call now]
+        lappend rows $s
+    }
+    return $rows
+}
+
+# Warm-up: torch's first calls, the bridge's remembered plans, the caches.
+tcl_steps 50
+py call python_steps 50
+for {set round 0} {$round < $rounds} {incr round} {
+    if {$round % 2 == 0} {
+        set tcl [tcl_steps $steps]
+        set python [py call python_steps $steps]
+    } else {
+        set python [py call python_steps $steps]
+        set tcl [tcl_steps $steps]
+    }
+    puts "round $tcl $python"
+}
+foreach row [tcl_stamped $steps] {
+    puts "tcl_stamps $row"
+}
+foreach row [py call python_stamped $steps] {
+    puts "python_stamps $row"
+}
+puts "scale [py call scaler.get_scale]"
