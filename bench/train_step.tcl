@@ -1,12 +1,13 @@
 # The README's float16 training step, driven from Tcl, beside the same step
 # written in Python, in this one process, on the same model, optimizer and
 # scaler; bench/train_step.py runs it and reads what it prints.
-#     tclsh train_step.tcl device rounds steps
+#     tclsh train_step.tcl device rounds steps ?profile?
 # Each round times `steps` steps of each (wall time, the device synchronized
 # at both ends), the two taking turns and starting in turn; then one
 # instrumented round stamps the time between the step's pieces in both.
+# With "profile", cProfile's view of `steps` Tcl-driven steps instead.
 package require tclamp
-lassign $argv device rounds steps
+lassign $argv device rounds steps profile
 
 py exec [string map [list DEVICE $device] {
 import time
@@ -143,6 +144,14 @@ proc tcl_stamped {n} {
 # Warm-up: torch's first calls, the bridge's remembered plans, the caches.
 tcl_steps 50
 py call python_steps 50
+if {$profile eq "profile"} {
+    py exec {import cProfile, pstats; profiler = cProfile.Profile()}
+    py call profiler.enable
+    tcl_steps $steps
+    py call profiler.disable
+    py exec {pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(30)}
+    exit
+}
 for {set round 0} {$round < $rounds} {incr round} {
     if {$round % 2 == 0} {
         set tcl [tcl_steps $steps]
