@@ -124,6 +124,7 @@ matrix:
 	tools/matrix.sh $(MATRIX_STACKS)
 
 bench: setup
+	$(PY) bench/train_step.py
 	$(PY) bench/run.py
 	$(PY) bench/compare.py
 	$(TCLSH) bench/trace_overhead.tcl
