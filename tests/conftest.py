@@ -1,3 +1,4 @@
+import functools
 import os
 import subprocess
 import sys
@@ -105,3 +106,26 @@ def compile_with_tcl(program, source):
     settings of its tclConfig.sh (TCL_CONFIG)."""
     subprocess.run(["sh", "-c", '. "$TCL_CONFIG" && exec cc -o "$0" "$1" $TCL_INCLUDE_SPEC $TCL_LIB_SPEC',
                     str(program), str(source)], check=True)
+
+
+@functools.cache
+def torch_sees_gpu():
+    """Whether torch sees a GPU, asked in a child so that pytest's own
+    process starts no CUDA driver."""
+    r = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                       capture_output=True, text=True, check=True)
+    return r.stdout.strip() == "True"
+
+
+def pytest_collection_modifyitems(items):
+    """The CUDA tier: tests marked cuda and the cases of cuda.test, skipped
+    with the reason where torch sees no GPU."""
+    tier = []
+    for item in items:
+        if item.path.name == "cuda.test":
+            item.add_marker(pytest.mark.cuda)
+        if item.get_closest_marker("cuda"):
+            tier.append(item)
+    if tier and not torch_sees_gpu():
+        for item in tier:
+            item.add_marker(pytest.mark.skip(reason="torch sees no GPU"))
