@@ -1,5 +1,6 @@
 import functools
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -101,9 +102,36 @@ def tclsh(tmp_path):
     return lambda script, **env: run_tclsh(script, tmp_path, **env)
 
 
+# tools/gpu_check.py runs the suite on a machine that brings only its
+# Python and torch (TCLAMP_GPU_CHECK=1).  There a test that needs what
+# `make setup` installs here skips, naming what; here its absence fails.
+GPU_CHECK = os.environ.get("TCLAMP_GPU_CHECK") == "1"
+
+
+def needs_setup(what, present):
+    """Goes on if `present`; else skips under gpu-check, fails elsewhere."""
+    if present:
+        return
+    if GPU_CHECK:
+        pytest.skip(f"needs {what}, which this machine lacks (gpu-check)")
+    pytest.fail(f"make setup installs {what}, and it is missing")
+
+
+def needs_compiler():
+    needs_setup("a C compiler and Tcl's headers",
+                shutil.which("cc") and os.environ.get("TCL_CONFIG"))
+
+
+# Installing from the package index: not where pip is told there is none.
+needs_index = pytest.mark.skipif(bool(os.environ.get("PIP_NO_INDEX")),
+                                 reason="needs the package index, and pip has none here (PIP_NO_INDEX)")
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="needs make, which this machine lacks")
+
+
 def compile_with_tcl(program, source):
     """A C program that embeds the Tcl under test, compiled with the
     settings of its tclConfig.sh (TCL_CONFIG)."""
+    needs_compiler()
     subprocess.run(["sh", "-c", '. "$TCL_CONFIG" && exec cc -o "$0" "$1" $TCL_INCLUDE_SPEC $TCL_LIB_SPEC',
                     str(program), str(source)], check=True)
 

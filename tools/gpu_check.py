@@ -90,6 +90,9 @@ def environment():
                TCL8_6_TM_PATH=str(TCL_LIBRARY / "tcl8"),
                LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(LIBTCL_DIR),
                                                              os.environ.get("LD_LIBRARY_PATH")])))
+    # The tests skip what needs this machine's absent tools (conftest's
+    # needs_setup) or the package index, which this run goes without.
+    env.update(TCLAMP_GPU_CHECK="1", PIP_NO_INDEX="1")
     for name in ("TCLAMP_PYTHON", "TCL_CONFIG", "WISH", "PYTHONPATH"):
         env.pop(name, None)
     return env
@@ -213,7 +216,8 @@ def pytest_command(out):
 
 
 def run_logged(command, env, log):
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    # Unbuffered: each line is in the log as soon as it is written.
+    process = subprocess.Popen(command, cwd=ROOT, env=dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, errors="replace")
     for line in process.stdout:
         log(line.rstrip("\n"))
