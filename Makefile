@@ -27,7 +27,7 @@ INSTALL_VENV ?= $(PREFIX)/lib/tclamp-python
 export TCLLIBPATH := $(CURDIR)/tcl
 
 .PHONY: setup system-packages check-thread demo test soak bench wheels install-tcl \
-        uninstall-tcl matrix clean FORCE
+        uninstall-tcl matrix gpu-pack gpu-check clean FORCE
 
 # The system check runs every time (it is quick), so a machine that lost a
 # package gets it back even when the Python environment is up to date.
@@ -128,6 +128,17 @@ bench: setup
 	$(PY) bench/run.py
 	$(PY) bench/compare.py
 	$(TCLSH) bench/trace_overhead.tcl
+
+# The suite on a GPU machine that has only python3 with a CUDA torch (see
+# docs/matrix.md): gpu-pack here makes build/gpu-check (Tcl's Debian
+# packages, the wheel for GPU_PYTHON's version, the test tools); gpu-check
+# there runs tools/gpu-check.sh, which needs no make (OUT: where its log goes).
+GPU_PYTHON ?=
+gpu-pack:
+	tools/gpu-pack.sh $(GPU_PYTHON)
+
+gpu-check:
+	tools/gpu-check.sh $(OUT)
 
 # A release: one manylinux wheel per Python in WHEEL_PYTHONS, each with the
 # bridge for Tcl 8.6 and for Tcl 9.0 (their headers come from Debian's -dev

@@ -1,4 +1,6 @@
+import functools
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -100,8 +102,58 @@ def tclsh(tmp_path):
     return lambda script, **env: run_tclsh(script, tmp_path, **env)
 
 
+# tools/gpu_check.py runs the suite on a machine that brings only its
+# Python and torch (TCLAMP_GPU_CHECK=1).  There a test that needs what
+# `make setup` installs here skips, naming what; here its absence fails.
+GPU_CHECK = os.environ.get("TCLAMP_GPU_CHECK") == "1"
+
+
+def needs_setup(what, present):
+    """Goes on if `present`; else skips under gpu-check, fails elsewhere."""
+    if present:
+        return
+    if GPU_CHECK:
+        pytest.skip(f"needs {what}, which this machine lacks (gpu-check)")
+    pytest.fail(f"make setup installs {what}, and it is missing")
+
+
+def needs_compiler():
+    needs_setup("a C compiler and Tcl's headers",
+                shutil.which("cc") and os.environ.get("TCL_CONFIG"))
+
+
+# Installing from the package index: not where pip is told there is none.
+needs_index = pytest.mark.skipif(bool(os.environ.get("PIP_NO_INDEX")),
+                                 reason="needs the package index, and pip has none here (PIP_NO_INDEX)")
+needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="needs make, which this machine lacks")
+
+
 def compile_with_tcl(program, source):
     """A C program that embeds the Tcl under test, compiled with the
     settings of its tclConfig.sh (TCL_CONFIG)."""
+    needs_compiler()
     subprocess.run(["sh", "-c", '. "$TCL_CONFIG" && exec cc -o "$0" "$1" $TCL_INCLUDE_SPEC $TCL_LIB_SPEC',
                     str(program), str(source)], check=True)
+
+
+@functools.cache
+def torch_sees_gpu():
+    """Whether torch sees a GPU, asked in a child so that pytest's own
+    process starts no CUDA driver."""
+    r = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                       capture_output=True, text=True, check=True)
+    return r.stdout.strip() == "True"
+
+
+def pytest_collection_modifyitems(items):
+    """The CUDA tier: tests marked cuda and the cases of cuda.test, skipped
+    with the reason where torch sees no GPU."""
+    tier = []
+    for item in items:
+        if item.path.name == "cuda.test":
+            item.add_marker(pytest.mark.cuda)
+        if item.get_closest_marker("cuda"):
+            tier.append(item)
+    if tier and not torch_sees_gpu():
+        for item in tier:
+            item.add_marker(pytest.mark.skip(reason="torch sees no GPU"))

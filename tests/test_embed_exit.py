@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, compile_with_tcl, tcl_env
+from conftest import ROOT, compile_with_tcl, needs_setup, tcl_env
 
 # A tensor handle and an atexit handler that uses torch: both are released
 # or run at the end, and need torch intact then.
@@ -65,8 +65,7 @@ def test_returning_from_main_ends_cleanly_every_time(embed, tmp_path):
 
 
 def test_returning_from_main_reads_no_freed_memory(embed, tmp_path):
-    # make setup installs valgrind: its absence is a failure, not a skip.
-    assert shutil.which("valgrind"), "make setup installs valgrind"
+    needs_setup("valgrind", shutil.which("valgrind"))
     suppressions = tmp_path / "ld.supp"
     # ld.so's vectorized strncmp reads a whole word past a short string
     # while dlopen reads RUNPATHs: not ours, and harmless.

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, TCLSH, WISH, compile_with_tcl, needs_tkinters_tcl, tcl_env
+from conftest import ROOT, TCLSH, WISH, compile_with_tcl, needs_setup, needs_tkinters_tcl, tcl_env
 
 HOSTS_DIR = ROOT / "tests" / "hosts"
 
@@ -141,8 +141,7 @@ HOSTS = ["tclsh", "worker", "tpool", "interp", pytest.param("tkinter", marks=nee
 @pytest.mark.parametrize("host", HOSTS)
 def test_host_and_ending(host, ending, tmp_path):
     if host == "wish":
-        # The set-up installs Xvfb and wish: their absence is a failure.
-        assert shutil.which("xvfb-run") and shutil.which(WISH), "make setup installs xvfb and tk"
+        needs_setup("Xvfb and Tk's wish", shutil.which("xvfb-run") and shutil.which(WISH))
     file_a, file_b = tmp_path / "a.txt", tmp_path / "b.txt"
     code, expected_rc = ENDINGS[ending]
     code = for_host(host, code)

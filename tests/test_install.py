@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from conftest import ROOT, TCLSH, run_tclsh
+from conftest import ROOT, TCLSH, needs_index, needs_make, run_tclsh
 from tclamp import pkgindex
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
@@ -97,6 +97,7 @@ def assert_runs_from(venv, r):
     assert str(site_packages(venv)) in paths[6:]
 
 
+@needs_index
 def test_pip_install_then_tcl_dir_or_install_tcl(torch_env, tmp_path):
     source = copy_of_checkout(tmp_path / "tclamp-src")
     # The environment has setuptools: building with it needs nothing fetched.
@@ -129,6 +130,8 @@ def test_pip_install_then_tcl_dir_or_install_tcl(torch_env, tmp_path):
     assert r.stdout == f"{VERSION} 0 {{}}\n"
 
 
+@needs_index
+@needs_make
 def test_make_install_tcl_and_uninstall_tcl(torch_env, tmp_path):
     source = copy_of_checkout(tmp_path / "tclamp-src")
     target = tmp_path / "lib" / "tcltk" / "tclamp"
@@ -149,6 +152,7 @@ def test_make_install_tcl_and_uninstall_tcl(torch_env, tmp_path):
     assert (site_packages(torch_env) / "torch").is_dir()
 
 
+@needs_make
 def test_uninstall_tcl_removes_an_environment_install_tcl_made(tmp_path):
     made = tmp_path / "tclamp-python"
     (made / "bin").mkdir(parents=True)
@@ -166,6 +170,7 @@ def make_question(*args):
     return subprocess.run(["make", "-q", "-C", ROOT, *args], capture_output=True).returncode
 
 
+@needs_make
 def test_another_torch_spec_sets_up_again(tmp_path):
     venv = tmp_path / "venv"
     venv.mkdir()
@@ -180,6 +185,7 @@ def test_another_torch_spec_sets_up_again(tmp_path):
     assert f"echo 'torch==2.12.0' > {venv}/.tclamp-torch" in dry
 
 
+@needs_make
 def test_setup_records_the_environment_for_the_checkout_index(tmp_path):
     venv = tmp_path / "venv"
     assert make_question("tcl/python-path", f"VENV={venv}") == 1

@@ -3,7 +3,9 @@ import os
 import stat
 import subprocess
 
-from conftest import ROOT, TCL_VERSION, TCLSH, WISH
+from conftest import ROOT, TCL_VERSION, TCLSH, WISH, needs_make
+
+pytestmark = needs_make
 
 
 def fake_tclsh(tmp_path, refuse):

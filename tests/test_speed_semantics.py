@@ -13,6 +13,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import sysconfig
 import threading
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tclamp
-from conftest import tcl_length, tcl_text
+from conftest import needs_setup, tcl_length, tcl_text
 from tclamp import TclError
 
 import __main__
@@ -235,6 +236,9 @@ def test_portable_utf8_writer(tmp_path):
     """The bridge without its text accelerators (utf8_simd.h, left out by
     TCLAMP_PORTABLE_UTF8: Tcl then writes a str's UTF-8 when it is asked
     for), built on its own and given the same texts."""
+    needs_setup("a C compiler with Tcl's and Python's headers", shutil.which("cc")
+                and os.environ.get("TCL_CONFIG")
+                and Path(sysconfig.get_paths()["include"], "Python.h").is_file())
     root = Path(__file__).resolve().parent.parent
     env = dict(os.environ, CFLAGS="-DTCLAMP_PORTABLE_UTF8")
     subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib",

@@ -1,0 +1,342 @@
+"""The suite on a GPU machine that has python3 with a CUDA torch and nothing
+else tclamp needs (no Tcl, no compilers, no network), from the folder that
+`make gpu-pack` made here (build/gpu-check: Debian's Tcl packages, the
+tclamp wheel for that Python, the test tools' wheels).
+
+    tools/gpu-check.sh [OUT]        (make gpu-check; docs/matrix.md)
+
+Unpacks Tcl into build/gpu-check-run/tcl, makes a venv there that sees
+the machine's own Python packages (torch) and holds the test tools, puts
+the wheel's bridge beside the checkout's Python modules (as `make setup`'s
+editable build does), then runs pytest on tests/ (the Tcl suite, the CUDA
+tier, the memory tests, everything else) and a memory diagnostic.  All
+output also goes to OUT/gpu-check.log (OUT: the argument, else $OUT, else
+build/gpu-check-out); the last line is the summary.  Exit status 0 when
+nothing failed.
+"""
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import xml.etree.ElementTree as ElementTree
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACK = ROOT / "build" / "gpu-check"
+RUN = ROOT / "build" / "gpu-check-run"
+TCL_ROOT = RUN / "tcl"
+VENV = RUN / "venv"
+PACKAGE = ROOT / "src" / "tclamp"
+TCLSH = TCL_ROOT / "usr" / "bin" / "tclsh8.6"
+TCL_LIBRARY = TCL_ROOT / "usr" / "share" / "tcltk" / "tcl8.6"
+LIBTCL_DIR = TCL_ROOT / "usr" / "lib" / "x86_64-linux-gnu"
+
+
+class Log:
+    """Writes to stdout and to the log file."""
+
+    def __init__(self, path):
+        self.file = open(path, "w", encoding="utf-8")
+
+    def __call__(self, text=""):
+        print(text, flush=True)
+        self.file.write(text + "\n")
+        self.file.flush()
+
+
+def deb_members(path):
+    """(name, bytes) of each member of a .deb (an ar archive)."""
+    with open(path, "rb") as deb:
+        if deb.read(8) != b"!<arch>\n":
+            raise SystemExit(f"gpu-check: {path} is not a Debian package")
+        while header := deb.read(60):
+            name, size = header[:16].decode().strip().rstrip("/"), int(header[48:58])
+            yield name, deb.read(size)
+            deb.read(size % 2)
+
+
+def unpack_deb(path, destination):
+    """dpkg-deb -x in Python: the machine may have no dpkg."""
+    for name, data in deb_members(path):
+        if name.startswith("data.tar"):
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                # Debian's own files, absolute links included.
+                if hasattr(tarfile, "fully_trusted_filter"):
+                    tar.extractall(destination, filter="fully_trusted")
+                else:
+                    tar.extractall(destination)
+
+
+def unpack_tcl(log):
+    for deb in sorted((PACK / "debs").glob("*.deb")):
+        unpack_deb(deb, TCL_ROOT)
+        log(f"unpacked {deb.name}")
+    # Thread beside Tcl's library, whose parent directory is on every
+    # tclsh's auto_path; TCLLIBPATH is the tests' own (ROOT/tcl).
+    for thread in (TCL_ROOT / "usr" / "lib" / "tcltk" / "x86_64-linux-gnu").glob("thread*"):
+        thread.rename(TCL_LIBRARY.parent / thread.name)
+
+
+def environment():
+    """What every process of the run gets: the unpacked Tcl."""
+    # Debian's tclsh looks for its library and its Tcl modules (tcltest)
+    # under /usr/share/tcltk; these say where they are now.
+    env = dict(os.environ, TCLSH=str(TCLSH), TCL_LIBRARY=str(TCL_LIBRARY),
+               TCL8_6_TM_PATH=str(TCL_LIBRARY / "tcl8"),
+               LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(LIBTCL_DIR),
+                                                             os.environ.get("LD_LIBRARY_PATH")])))
+    # The tests skip what needs this machine's absent tools (conftest's
+    # needs_setup) or the package index, which this run goes without.
+    env.update(TCLAMP_GPU_CHECK="1", PIP_NO_INDEX="1")
+    for name in ("TCLAMP_PYTHON", "TCL_CONFIG", "WISH", "PYTHONPATH"):
+        env.pop(name, None)
+    return env
+
+
+def venv_python():
+    return VENV / "bin" / "python3"
+
+
+def ask(python, code, env=None):
+    return json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                                     check=True, env=env).stdout)
+
+
+def make_venv(log):
+    """A venv of this python3 that sees the packages this python3 sees (its
+    torch, even when this python3 is itself in a venv) through a .pth file,
+    after its own site-packages, which get the test tools."""
+    import venv
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(VENV)
+    site = Path(ask(venv_python(), "import json, sysconfig; print(json.dumps(sysconfig.get_path('purelib')))"))
+    own = set(ask(venv_python(), "import json, sys; print(json.dumps(sys.path))"))
+    here = str(Path(__file__).resolve().parent)
+    seen = [p for p in sys.path if p and p != here and p not in own and os.path.isdir(p)]
+    (site / "gpu_check_origin.pth").write_text("".join(f"{p}\n" for p in seen))
+    log(f"venv {VENV}, which also sees: {', '.join(seen) or 'nothing more'}")
+    return site
+
+
+def install_wheels(site, log):
+    """Unzips the test tools' wheels into the venv (pure Python: no pip
+    needed); numpy only if the machine's Python has none.  tclamp's wheel:
+    its metadata (pytest's plugin entry point) into the venv, its bridge
+    binaries beside the checkout's modules, which the venv imports."""
+    has_numpy = subprocess.run([sys.executable, "-c", "import numpy"],
+                               capture_output=True).returncode == 0
+    wheels = [wheel for wheel in sorted((PACK / "wheels").glob("*.whl"))
+              if not (has_numpy and wheel.name.startswith("numpy-"))]
+    for wheel in wheels:
+        name = wheel.name.split("-")[0]
+        with zipfile.ZipFile(wheel) as archive:
+            if name != "tclamp":
+                archive.extractall(site)
+                continue
+            check_same_tree(archive)
+            for member in archive.namelist():
+                if ".dist-info/" in member:
+                    archive.extract(member, site)
+                elif built(member):
+                    (PACKAGE / Path(member).name).write_bytes(archive.read(member))
+    (site / "tclamp_checkout.pth").write_text(f"{ROOT / 'src'}\n")
+    log(f"installed {', '.join(w.name for w in wheels)}"
+        + (" (numpy: the machine's own)" if has_numpy else ""))
+
+
+def built(member):
+    """What the build adds to the package: the bridges, loaders and index."""
+    return member.startswith("tclamp/") and (member.endswith(".so") or member == "tclamp/pkgIndex.tcl")
+
+
+def check_same_tree(archive):
+    """The wheel must hold this checkout's tclamp, or the tests would test
+    another one."""
+    differ = [member for member in archive.namelist()
+              if member.startswith("tclamp/") and not member.endswith("/") and not built(member)
+              and not ((PACKAGE / member[len("tclamp/"):]).is_file()
+                       and (PACKAGE / member[len("tclamp/"):]).read_bytes() == archive.read(member))]
+    if differ:
+        raise SystemExit("gpu-check: the pack's wheel was built from another tree "
+                         f"({', '.join(differ)} differ): run make gpu-pack again")
+
+
+def checkout_index(env):
+    """tcl/pkgIndex.tcl and tcl/python-path, as `make setup` writes them."""
+    (ROOT / "tcl").mkdir(exist_ok=True)
+    (ROOT / "tcl" / "python-path").write_text(f"{venv_python()}\n")
+    subprocess.run([str(venv_python()), str(PACKAGE / "pkgindex.py"), str(ROOT / "tcl" / "pkgIndex.tcl")],
+                   check=True, env=env)
+
+
+SANITY = r"""
+if {[catch {
+    puts "Tcl [info patchlevel]: [info nameofexecutable]"
+    foreach {name path} [list library [info library] \
+            Thread [package ifneeded Thread [package require Thread]] \
+            tcltest [package ifneeded tcltest [package require tcltest]]] {
+        if {[string first $root $path] < 0} { error "$name is not the unpacked one: $path" }
+    }
+    package require tclamp
+    py exec {import torch}
+    puts "tclamp [package present tclamp], Python [py eval {__import__('sys').version.split()[0]}],\
+        torch [py eval torch.__version__], CUDA [py eval torch.version.cuda]:\
+        [py eval {', '.join(map(torch.cuda.get_device_name, range(torch.cuda.device_count()))) or 'torch sees no GPU'}]"
+} message]} {
+    puts $message
+    exit 1
+}
+"""
+
+
+def sanity(env, log):
+    """The unpacked Tcl, its Thread and tcltest, and tclamp with the
+    machine's torch, in one tclsh."""
+    r = subprocess.run([str(TCLSH)], input=f"set root {{{TCL_ROOT}}}\n" + SANITY, capture_output=True,
+                       text=True, env=dict(env, TCLLIBPATH=str(ROOT / "tcl")))
+    for line in (r.stdout + r.stderr).splitlines():
+        log(line)
+    if r.returncode != 0:
+        raise SystemExit("gpu-check: the unpacked Tcl does not run tclamp (above)")
+
+
+def pytest_command(out):
+    jobs = int(os.environ.get("GPU_CHECK_JOBS") or min(8, (os.cpu_count() or 1) // 2))
+    # pytest-timeout: a hung test fails alone, and the run still ends in time.
+    command = [str(venv_python()), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs",
+               "--timeout=300", "--durations=15", f"--junitxml={out / 'pytest.xml'}", "tests"]
+    # Files in parallel, each whole in one worker (a tcltest file runs as one).
+    if jobs > 1:
+        command[3:3] = ["-n", str(jobs), "--dist", "loadfile"]
+    return command
+
+
+def run_logged(command, env, log):
+    # Unbuffered: each line is in the log as soon as it is written.
+    process = subprocess.Popen(command, cwd=ROOT, env=dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, errors="replace")
+    for line in process.stdout:
+        log(line.rstrip("\n"))
+    return process.wait()
+
+
+def counts(junit):
+    """passed, failed (errors included), skipped from pytest's junit file."""
+    if not junit.exists():
+        return 0, 1, 0
+    suite = ElementTree.parse(junit).getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    total, failed, errors, skipped = (int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped"))
+    return total - failed - errors - skipped, failed + errors, skipped
+
+
+# --- memory diagnostic (issue 27): run under the venv's python -------------------
+FIRST_INFO_TCL = """package require tclamp
+py exec {
+import os
+def rss_kb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+}
+set before [py call rss_kb]
+tclamp::info
+puts [expr {[py call rss_kb] - $before}]
+"""
+FIRST_ASK_PYTHON = """import os, torch
+def rss_kb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+before = rss_kb()
+torch.cuda.is_available(), torch.cuda.device_count()
+print(rss_kb() - before)
+"""
+
+
+def memory_figures(what, hidden):
+    """Resident growth in KB: (Tcl, Python alone) for one row, the GPU
+    visible or hidden."""
+    import tempfile
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_handle_memory as memory
+    from conftest import tcl_env
+    env = {"CUDA_VISIBLE_DEVICES": ""} if hidden else {}
+    with tempfile.TemporaryDirectory() as scratch:
+        if what == "first":
+            tcl = subprocess.run([memory.TCLSH], input=FIRST_INFO_TCL, capture_output=True,
+                                 text=True, cwd=scratch, env=tcl_env(**env), check=True)
+            python = subprocess.run([sys.executable, "-c", FIRST_ASK_PYTHON], capture_output=True,
+                                    text=True, cwd=scratch, env=tcl_env(**env), check=True)
+            return int(tcl.stdout), int(python.stdout)
+        got, control = getattr(memory, what)(Path(scratch), **env)
+        return got["end"][0] - got["warm"][0], control
+
+
+ROWS = (("first", "the first tclamp::info (Tcl) / torch.cuda.is_available (Python)"),
+        ("scope_loop", f"scope in each turn, {9 * 10**4} turns"),
+        ("training_loop", f"the demo's training step, {9 * 10**4} steps"))
+
+
+def start_memory_diagnostic(env):
+    """Each row with the GPU visible and hidden, all at once (each run is
+    single-threaded), in children of the venv's python, while the suite runs."""
+    return {(what, hidden): subprocess.Popen(
+                [str(venv_python()), __file__, "--memory", what, str(int(hidden))], cwd=ROOT,
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for what, _ in ROWS for hidden in (False, True)}
+
+
+def report_memory_diagnostic(started, log):
+    results = {key: (process.communicate()[0], process.returncode) for key, process in started.items()}
+    log("memory diagnostic: resident growth in KB, Tcl / the same in Python alone")
+    log(f"{'':62} {'GPU visible':>15} {'GPU hidden':>15}")
+    for what, title in ROWS:
+        cells = []
+        for hidden in (False, True):
+            out, status = results[(what, hidden)]
+            cells.append(out.strip() if status == 0 else "failed")
+            if status != 0:
+                log(f"-- {what}, GPU {'hidden' if hidden else 'visible'}:\n{out}")
+        log(f"{title:62} {cells[0]:>15} {cells[1]:>15}")
+
+
+def main(argv):
+    if argv[:1] == ["--memory"]:
+        tcl, python = memory_figures(argv[1], argv[2] == "1")
+        print(f"{tcl} / {python}")
+        return 0
+    out = Path(argv[0] if argv else os.environ.get("OUT") or ROOT / "build" / "gpu-check-out")
+    out.mkdir(parents=True, exist_ok=True)
+    log = Log(out / "gpu-check.log")
+    started = time.monotonic()
+    if not (PACK / "wheels").is_dir():
+        raise SystemExit(f"gpu-check: no {PACK}: run `make gpu-pack` on the development machine "
+                         "and bring the folder along")
+    log(f"gpu-check: {sys.executable} (Python {sys.version.split()[0]}), {os.cpu_count()} CPUs")
+    if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode:
+        raise SystemExit(f"gpu-check: {sys.executable} has no torch: set GPU_CHECK_PYTHON "
+                         "to the python3 whose torch is to be tested")
+    shutil.rmtree(RUN, ignore_errors=True)
+    RUN.mkdir(parents=True)
+    env = environment()
+    unpack_tcl(log)
+    site = make_venv(log)
+    install_wheels(site, log)
+    checkout_index(env)
+    sanity(env, log)
+    diagnostic = start_memory_diagnostic(env)
+    command = pytest_command(out)
+    log("$ " + " ".join(command))
+    run_logged(command, env, log)
+    passed, failed, skipped = counts(out / "pytest.xml")
+    report_memory_diagnostic(diagnostic, log)
+    log(f"gpu-check: {passed} passed, {failed} failed, {skipped} skipped "
+        f"in {time.monotonic() - started:.0f}s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
