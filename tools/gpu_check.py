@@ -303,6 +303,17 @@ def report_memory_diagnostic(started, log):
         log(f"{title:62} {cells[0]:>15} {cells[1]:>15}")
 
 
+def bench(env, out, log):
+    """README's training step against pure Python (bench/train_step.py), on
+    the CPU and on CUDA, once the suite is over and the machine quiet; its
+    RESULTS.md section goes to OUT."""
+    command = [str(venv_python()), str(ROOT / "bench" / "train_step.py"), "--tclsh", str(TCLSH),
+               "--output", str(out / "RESULTS.md")]
+    log("$ " + " ".join(command))
+    if run_logged(command, env, log) != 0:
+        log("gpu-check: the bench failed (above)")
+
+
 def main(argv):
     if argv[:1] == ["--memory"]:
         tcl, python = memory_figures(argv[1], argv[2] == "1")
@@ -333,6 +344,8 @@ def main(argv):
     run_logged(command, env, log)
     passed, failed, skipped = counts(out / "pytest.xml")
     report_memory_diagnostic(diagnostic, log)
+    if os.environ.get("GPU_CHECK_BENCH") == "1":
+        bench(env, out, log)
     log(f"gpu-check: {passed} passed, {failed} failed, {skipped} skipped "
         f"in {time.monotonic() - started:.0f}s")
     return 1 if failed else 0
