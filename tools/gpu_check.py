@@ -303,12 +303,12 @@ def report_memory_diagnostic(started, log):
         log(f"{title:62} {cells[0]:>15} {cells[1]:>15}")
 
 
-def bench(env, out, log):
+def bench(env, out, log, quick):
     """README's training step against pure Python (bench/train_step.py), on
     the CPU and on CUDA, once the suite is over and the machine quiet; its
     RESULTS.md section goes to OUT."""
     command = [str(venv_python()), str(ROOT / "bench" / "train_step.py"), "--tclsh", str(TCLSH),
-               "--output", str(out / "RESULTS.md")]
+               "--output", str(out / "RESULTS.md")] + (["--quick"] if quick else [])
     log("$ " + " ".join(command))
     if run_logged(command, env, log) != 0:
         log("gpu-check: the bench failed (above)")
@@ -344,8 +344,8 @@ def main(argv):
     run_logged(command, env, log)
     passed, failed, skipped = counts(out / "pytest.xml")
     report_memory_diagnostic(diagnostic, log)
-    if os.environ.get("GPU_CHECK_BENCH") == "1":
-        bench(env, out, log)
+    if os.environ.get("GPU_CHECK_BENCH") in ("1", "quick"):
+        bench(env, out, log, quick=os.environ["GPU_CHECK_BENCH"] == "quick")
     log(f"gpu-check: {passed} passed, {failed} failed, {skipped} skipped "
         f"in {time.monotonic() - started:.0f}s")
     return 1 if failed else 0
