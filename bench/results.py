@@ -28,11 +28,14 @@ def checkout():
     return commit + (" + uncommitted changes in src/" if git("status", "--porcelain", "src") else "")
 
 
-def machine():
-    """CPU, kernel, the versions of Python, Tcl and torch, and the commit
-    measured, as one line."""
-    tcl = subprocess.run(["tclsh"], input="puts [info patchlevel]\n", capture_output=True,
-                         text=True).stdout.strip() or "not found"
+def machine(tclsh="tclsh"):
+    """CPU, kernel, the versions of Python, Tcl (tclsh's) and torch, and the
+    commit measured, as one line."""
+    try:
+        tcl = subprocess.run([tclsh], input="puts [info patchlevel]\n", capture_output=True,
+                             text=True).stdout.strip() or "not found"
+    except FileNotFoundError:
+        tcl = "not found"
     try:
         torch = metadata.version("torch")
     except metadata.PackageNotFoundError:

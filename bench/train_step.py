@@ -158,7 +158,7 @@ def main():
         tables.append(table(device, rounds, steps, m) + "\n\n" + profile_rows(options.tclsh, device))
         print(tables[-1] + "\n", flush=True)
     header = (f"## README's training step, Tcl against pure Python (bench/train_step.py)\n\n"
-              f"{machine()}.\n\n")
+              f"{machine(options.tclsh)}.\n\n")
     write_section("train_step.py", header + "\n\n".join(tables) + "\n\n" + HOW,
                   Path(options.output))
 

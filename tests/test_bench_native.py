@@ -1,12 +1,13 @@
 """bench/run.py's native baseline: bench/aten_direct.cpp, C++ Tcl commands
 that call ATen's autocast functions directly, must be the torch:: commands'
 twins (same words, same answers, the same thread-local state)."""
+import os
 import shutil
 import sys
 
 import pytest
 
-from conftest import ROOT, TCLSH, run_tclsh
+from conftest import ROOT, TCLSH, needs_setup, run_tclsh
 
 sys.path.insert(0, str(ROOT / "bench"))
 import native  # noqa: E402
@@ -38,6 +39,8 @@ puts [llength [lsort -unique [regexp -all -inline {\\S*/libtorch_cpu\\.so} $maps
 
 
 def test_aten_direct_twins_the_torch_commands(tmp_path):
+    needs_setup("a C++ compiler and Tcl's headers",
+                shutil.which("g++") and os.environ.get("TCL_CONFIG"))
     library = native.build_aten_direct(tclsh=TCLSH)
     r = run_tclsh(SCRIPT % library, tmp_path)
     assert r.stderr == ""

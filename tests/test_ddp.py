@@ -5,19 +5,19 @@ torchrun passes on from the caller's environment (the documented route)."""
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from conftest import ROOT, TCLSH, tcl_env
 
 EXAMPLE = ROOT / "examples" / "train_ddp.tcl"
-TORCHRUN = Path(sys.executable).parent / "torchrun"
 EPOCH = re.compile(r"^epoch (\d+) loss ([\d.]+) scale ([\d.e+]+)$")
 PARAMETERS = 16 * 32 + 32 + 32 + 1
 
 
 def torchrun(*args, cwd):
     # --standalone: a free port, so nothing else on the machine can clash.
-    return subprocess.run([str(TORCHRUN), "--standalone", "--no-python", "--nproc-per-node", "2",
+    # torchrun's own module: the torchrun script may sit in another
+    # environment than this Python (a venv that sees the machine's torch).
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--no-python", "--nproc-per-node", "2",
                            TCLSH, *map(str, args)],
                           capture_output=True, text=True, cwd=cwd, env=tcl_env(), timeout=300)
 

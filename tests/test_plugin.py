@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from conftest import ROOT, TCL9, TCLSH, tcl_env
+from conftest import ROOT, TCL9, TCLSH, tcl_env, torch_sees_gpu
 
 CASES = ROOT / "tests" / "plugin_cases"
 SHAPES_IDS = ["plain-1.1", "with space", "twice", "twice[2]", "setup-fails", "cleanup-fails",
@@ -297,18 +297,24 @@ def test_files_that_fail_at_top_level_are_collection_errors(tmp_path):
 
 def test_a_users_directory_reports_what_tclsh_reports(tmp_path):
     shutil.copytree(CASES / "user_project", tmp_path, dirs_exist_ok=True)
+    # Its cuda-enable case runs where torch sees a GPU, and is skipped elsewhere.
+    gpu = int(torch_sees_gpu())
     expected, alone = tclsh_cases(tmp_path, "amp.test", env=tcl_env())
-    assert "amp.test:\tTotal\t5\tPassed\t3\tSkipped\t1\tFailed\t1" in alone.stdout
+    assert (f"amp.test:\tTotal\t5\tPassed\t{3 + gpu}\tSkipped\t{1 - gpu}\tFailed\t1"
+            in alone.stdout)
     r = run_pytest(tmp_path, "-v", "-rA", "--junitxml=junit.xml")
-    assert outcomes(r) == {"failed": 1, "passed": 4, "skipped": 1}
+    assert outcomes(r) == {"failed": 1, "passed": 4 + gpu} | ({} if gpu else {"skipped": 1})
     # docs/pytest.md shows this very file, and the lines pytest -v prints for it
     page = (ROOT / "docs" / "pytest.md").read_text()
     assert re.search(r"```tcl\n(.*?)```", page, re.S)[1] == (tmp_path / "amp.test").read_text()
     shown = re.findall(r"^(?:amp\.test|test_model\.py)::.*\]$", page, re.M)
+    if gpu:     # the page shows a machine without one
+        shown = [re.sub(r"(cuda-enable) SKIPPED \(.*?\)", r"\1 PASSED", line) for line in shown]
     printed = {" ".join(line.split()) for line in r.stdout.splitlines()}  # widths differ
     assert len(shown) == 6 and all(" ".join(line.split()) in printed for line in shown)
     assert junit_cases(tmp_path / "junit.xml")[:-1] == expected == [("cpu-default-dtype", "passed"), ("cpu-enable", "passed"),
-                               ("python-output", "passed"), ("cuda-enable", "skipped"),
+                               ("python-output", "passed"),
+                               ("cuda-enable", "passed" if gpu else "skipped"),
                                ("cpu-wrong-dtype", "failure")]
     assert "PASSED test_model.py::test_python_sees_the_tcl_commands" in r.stdout
     # what Python prints lands in the case that printed it

@@ -2,16 +2,18 @@
 script mode, held against a plain tclsh running the same script."""
 import os
 import platform
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pexpect
 import pytest
 import torch
 
-from conftest import ROOT, TCLSH, tcl_env
+from conftest import ROOT, TCLSH, needs_setup, tcl_env
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 
@@ -324,6 +326,8 @@ def test_prompt_is_interactive(prompt):
 def test_a_tcltest_suite_runs_its_files_in_tclamp(tmp_path):
     """all.tcl's runAllTests runs each file in [info nameofexecutable], as
     tclsh does: that must be a program with tclamp, so the files run."""
+    needs_setup("the tclamp command that installing tclamp makes",
+                (Path(sys.executable).parent / "tclamp").is_file() or shutil.which("tclamp"))
     (tmp_path / "all.tcl").write_text(
         "package require tcltest\n"
         "tcltest::configure -testdir [file dirname [file normalize [info script]]]\n"

@@ -32,7 +32,8 @@ RUN = ROOT / "build" / "gpu-check-run"
 TCL_ROOT = RUN / "tcl"
 VENV = RUN / "venv"
 PACKAGE = ROOT / "src" / "tclamp"
-TCLSH = TCL_ROOT / "usr" / "bin" / "tclsh8.6"
+UNPACKED_TCLSH = TCL_ROOT / "usr" / "bin" / "tclsh8.6"
+TCLSH = TCL_ROOT / "bin" / "tclsh8.6"     # the wrapper that unpack_tcl writes
 TCL_LIBRARY = TCL_ROOT / "usr" / "share" / "tcltk" / "tcl8.6"
 LIBTCL_DIR = TCL_ROOT / "usr" / "lib" / "x86_64-linux-gnu"
 
@@ -80,6 +81,15 @@ def unpack_tcl(log):
     # tclsh's auto_path; TCLLIBPATH is the tests' own (ROOT/tcl).
     for thread in (TCL_ROOT / "usr" / "lib" / "tcltk" / "x86_64-linux-gnu").glob("thread*"):
         thread.rename(TCL_LIBRARY.parent / thread.name)
+    # A tclsh that finds its library by itself, as an installed one does,
+    # whatever environment it is given (tests run tclsh with none).
+    TCLSH.parent.mkdir()
+    TCLSH.write_text("#!/bin/sh\n"
+                     f"LD_LIBRARY_PATH='{LIBTCL_DIR}'${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
+                     f"TCL_LIBRARY='{TCL_LIBRARY}' TCL8_6_TM_PATH='{TCL_LIBRARY / 'tcl8'}'\n"
+                     "export LD_LIBRARY_PATH TCL_LIBRARY TCL8_6_TM_PATH\n"
+                     f"exec '{UNPACKED_TCLSH}' \"$@\"\n")
+    TCLSH.chmod(0o755)
 
 
 def environment():
@@ -93,6 +103,9 @@ def environment():
     # The tests skip what needs this machine's absent tools (conftest's
     # needs_setup) or the package index, which this run goes without.
     env.update(TCLAMP_GPU_CHECK="1", PIP_NO_INDEX="1")
+    # The machine's own pytest plugins stay out of the tests' pytest runs
+    # (pytest-benchmark warns on stderr under xdist).
+    env["PYTEST_ADDOPTS"] = "-p no:benchmark"
     for name in ("TCLAMP_PYTHON", "TCL_CONFIG", "WISH", "PYTHONPATH"):
         env.pop(name, None)
     return env
