@@ -73,6 +73,7 @@ enum { STEP_RUN_ATEXIT, STEP_OTHER_THREADS, STEP_THREAD_ENDED, STEP_FLUSH_FILES,
 /* PY_CLOSING: atexit handlers run, and every thread may still enter. */
 enum { PY_NOT_STARTED, PY_RUNNING, PY_CLOSING, PY_CLOSED };
 static atomic_int python_state;         /* PY_CLOSED: nobody enters again */
+static atomic_int python_finalized;     /* Py_FinalizeEx has begun */
 static atomic_int entries_active;       /* threads inside a Tcl->Python call */
 static atomic_int abandoned_threads;    /* states left with live frames */
 static atomic_int deletions_pending;    /* interpreters waiting to be deleted */
@@ -158,9 +159,15 @@ enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
     if (!python_usable()) {
         if (t->depth == 0)
             atomic_fetch_sub(&entries_active, 1);
-        if (interp != NULL) {
+        if (interp != NULL && atomic_load(&python_finalized)) {
             Tcl_SetObjResult(interp, Tcl_NewStringObj("Python has been finalized", -1));
             Tcl_SetErrorCode(interp, "TCLAMP", "FINALIZED", NULL);
+        } else if (interp != NULL) {
+            /* Python still runs (a __del__ that the end of the process
+               set off, say), but takes no more calls from Tcl. */
+            Tcl_SetObjResult(interp, Tcl_NewStringObj(
+                "the process is exiting: Python takes no more calls from Tcl", -1));
+            Tcl_SetErrorCode(interp, "TCLAMP", "EXITING", NULL);
         }
         return -1;
     }
@@ -1207,6 +1214,17 @@ keep_in_flight(PyObject *value, Tcl_Obj *code)
     if (t->in_flight_code != NULL)
         Tcl_DecrRefCount(t->in_flight_code);
     t->in_flight_code = code;
+}
+
+/* The thread's kept exception goes, and what it holds (GIL held). */
+static void
+release_in_flight(ThreadBridge *t)
+{
+    Py_CLEAR(t->in_flight);
+    if (t->in_flight_code != NULL) {
+        Tcl_DecrRefCount(t->in_flight_code);
+        t->in_flight_code = NULL;
+    }
 }
 
 /* The kept exception, if `code` is its errorCode value (a new reference,
@@ -3674,6 +3692,7 @@ close_python(int may_finalize)
     if (may_finalize && starter && others == 0 && atomic_load(&abandoned_threads) == 0
             && !subinterpreters && !shutdown_step(STEP_OTHER_THREADS)) {
         closing = 0;            /* finalizing runs no more of our steps */
+        atomic_store(&python_finalized, 1);
         Py_FinalizeEx();
         return;
     }
@@ -3724,17 +3743,22 @@ thread_exit_handler(ClientData unused)
            state must outlive it (frames, tracebacks), so it is abandoned,
            and Python's threading learns that one of its threads ended. */
         atomic_fetch_add(&abandoned_threads, 1);
-        if (t->own == NULL && t->parked != NULL) {
+        if (t->parked != NULL) {
             PyEval_RestoreThread(t->parked);
-            shutdown_step(STEP_THREAD_ENDED);
+            release_in_flight(t);
+            if (t->own == NULL)
+                shutdown_step(STEP_THREAD_ENDED);
             t->parked = PyEval_SaveThread();
         }
         return;
     }
-    if (t->own == NULL)
+    if (t->own == NULL) {       /* a Python thread's own end: the GIL is held */
+        release_in_flight(t);
         return;
+    }
     PyEval_RestoreThread(t->own);
     t->parked = NULL;
+    release_in_flight(t);
     delete_thread_interps();
     if (t->own == first_state) {
         /* Python 3.11 cannot make a thread state once it has none left (it

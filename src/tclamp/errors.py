@@ -60,5 +60,36 @@ def describe_error(exc):
     name = type(exc).__name__
     text = str(exc)
     message = f"{name}: {text}" if text else name
-    tail = "\nPython traceback (most recent call last):\n" + frames if frames else None
-    return message, ("PYTHON", name, text), tail
+    earlier = "".join(chained(exc))
+    if not frames and not earlier:
+        return message, ("PYTHON", name, text), None
+    tail = "\n" + earlier
+    if frames:
+        tail += "Python traceback (most recent call last):\n" + frames
+    return message, ("PYTHON", name, text), tail.rstrip("\n")
+
+
+CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def chained(exc):
+    """The exceptions `exc` was raised from or while handling, oldest first,
+    each with its traceback and the sentence that links it to the next, as
+    Python prints them."""
+    parts = []
+    seen = {id(exc)}
+    while True:
+        if exc.__cause__ is not None:
+            exc, link = exc.__cause__, CAUSE
+        elif exc.__context__ is not None and not exc.__suppress_context__:
+            exc, link = exc.__context__, CONTEXT
+        else:
+            return reversed(parts)
+        if id(exc) in seen:
+            return reversed(parts)
+        seen.add(id(exc))
+        frames = user_frames(exc.__traceback__)
+        text = str(exc)
+        block = ("Python traceback (most recent call last):\n" + frames + "\n" if frames else "")
+        parts.append(block + type(exc).__name__ + (f": {text}" if text else "") + "\n" + link)

@@ -10,6 +10,7 @@ module with hooks runs its forward inside a closure that keeps its
 arguments alive in a traceback.  The wrapper's own frame holds what it
 replaced, and puts it back in `finally`.
 """
+import sys
 import threading
 import weakref
 
@@ -60,11 +61,36 @@ def call(module, *args, **kwargs):
         paths.pop()
 
 
+COMPILED_HOLDS_RULE = ("tclamp: a torch.compile'd module holds a module with an autocast"
+                       " dtype rule, which compiled code would not apply: remove the rule"
+                       " (torch::autocast_module_dtype module none device), or set it on the"
+                       " module that is not compiled")
+
+
+def compiled_modules():
+    """The module that torch.compile(module) returns, and a module compiled
+    in place (module.compile()), run code that does not call
+    Module.__call__ for the modules inside: (type of torch.compile's
+    wrapper, or None while torch._dynamo is not loaded)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    return eval_frame.OptimizedModule if eval_frame is not None else None
+
+
+def is_compiled(module):
+    wrapper = compiled_modules()
+    return wrapper is not None and (
+        isinstance(module, wrapper) or getattr(module, "_compiled_call_impl", None) is not None)
+
+
 def _ruled_call(module, args, kwargs):
     dtypes = rules.get(module)
     if dtypes is None and not rules and not _traces:
         with _lock:             # the last ruled module has gone
             _update()
+    if rules and is_compiled(module):
+        inner = getattr(module, "_orig_mod", module)
+        if any(m in rules for m in inner.modules()):
+            raise RuntimeError(COMPILED_HOLDS_RULE)
     # A copy: the table may change (on any thread) while forward runs.
     active = [(device, dtype) for device, dtype in list(dtypes.items())
               if torch.is_autocast_enabled(device)] if dtypes else []

@@ -8,8 +8,6 @@ out of low precision.  Children run under their parent's rule unless they
 have their own: the innermost rule wins.  module_calls does it around the
 module's call, so neither the model's code nor the module is touched.
 """
-import sys
-
 import torch
 
 from . import module_calls
@@ -25,20 +23,11 @@ MODULE = Param("module", ("-module",), convert=handle_of("module", torch.nn.Modu
 DEVICE = Param("device_type", ("-device_type", "-device"), default="cuda", choices=DEVICES,
                invalid=INVALID_DEVICE)
 COMPILED = ("Invalid module: a torch.compile'd module cannot have a rule;"
-            " set rules on the model before compiling it")
-
-
-def compiled(module):
-    """torch.compile(module)'s wrapper, or a module compiled in place
-    (module.compile())."""
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")    # not loaded: none is
-    return eval_frame is not None and (
-        isinstance(module, eval_frame.OptimizedModule)
-        or getattr(module, "_compiled_call_impl", None) is not None)
+            " compiled code would not apply it")
 
 
 def set_rule(module, dtype, device_type):
-    if compiled(module):
+    if dtype is not None and module_calls.is_compiled(module):
         raise UsageError("INVALID_VALUE", COMPILED, "-module")
     module_calls.set_rule(module, device_type, dtype)
     return "module dtype set" if dtype is not None else "module dtype removed"
