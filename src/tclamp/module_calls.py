@@ -42,7 +42,7 @@ def cast_inputs(value, device_type, dtype):
     return value
 
 
-def call(module, *args, **kwargs):
+def call(module, /, *args, **kwargs):
     """torch.nn.Module.__call__ while tclamp needs it."""
     paths = getattr(_here, "paths", None)
     if paths is None:
@@ -67,19 +67,14 @@ COMPILED_HOLDS_RULE = ("tclamp: a torch.compile'd module holds a module with an 
                        " module that is not compiled")
 
 
-def compiled_modules():
-    """The module that torch.compile(module) returns, and a module compiled
-    in place (module.compile()), run code that does not call
-    Module.__call__ for the modules inside: (type of torch.compile's
-    wrapper, or None while torch._dynamo is not loaded)."""
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    return eval_frame.OptimizedModule if eval_frame is not None else None
-
-
 def is_compiled(module):
-    wrapper = compiled_modules()
-    return wrapper is not None and (
-        isinstance(module, wrapper) or getattr(module, "_compiled_call_impl", None) is not None)
+    """Whether module is what torch.compile(module) returns, or a module
+    compiled in place (module.compile()): compiled code calls the modules
+    inside without Module.__call__, so no rule of theirs would apply."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")    # not loaded: none is
+    return eval_frame is not None and (
+        isinstance(module, eval_frame.OptimizedModule)
+        or getattr(module, "_compiled_call_impl", None) is not None)
 
 
 def _ruled_call(module, args, kwargs):
