@@ -1181,34 +1181,16 @@ keep_in_flight(PyObject *value, Tcl_Obj *code)
     PyObject *usage_type = errors ? PyObject_GetAttrString(errors, "UsageError") : NULL;
     int is_usage = python_exception_is(value, usage_type);
     Py_XDECREF(usage_type);
+    PyErr_Clear();
+    /* Kept, it must not keep what its finished frames held (a model's
+       tensors, an object whose __del__ is due): see errors.release_frames. */
+    PyObject *done = errors && !is_usage
+        ? PyObject_CallMethod(errors, "release_frames", "O", value) : NULL;
+    Py_XDECREF(done);
     Py_XDECREF(errors);
     PyErr_Clear();
     if (is_usage)
         return;
-    /* Kept, it must not keep what its finished frames held (a model's
-       tensors, an object whose __del__ is due): their locals are cleared,
-       as traceback.clear_frames does, along the chain of causes. */
-    PyObject *traceback = PyImport_ImportModule("traceback");
-    PyObject *exc = value;
-    for (int depth = 0; traceback != NULL && exc != NULL && exc != Py_None && depth < 64;
-         depth++) {
-        PyObject *tb = PyException_GetTraceback(exc);
-        if (tb != NULL) {
-            PyObject *done = PyObject_CallMethod(traceback, "clear_frames", "O", tb);
-            Py_XDECREF(done);
-            Py_DECREF(tb);
-        }
-        PyObject *next = PyException_GetCause(exc);
-        if (next == NULL)
-            next = PyException_GetContext(exc);
-        if (exc != value)
-            Py_DECREF(exc);
-        exc = next;
-    }
-    if (exc != value)
-        Py_XDECREF(exc);
-    Py_XDECREF(traceback);
-    PyErr_Clear();
     Py_XSETREF(t->in_flight, Py_NewRef(value));
     Tcl_IncrRefCount(code);
     if (t->in_flight_code != NULL)
