@@ -284,6 +284,29 @@ def test_python_code_at_exit_that_calls_tcl(tmp_path):
     assert r.stdout.splitlines() == ["atexit tcl: 42", "atexit py via tcl: 2", "del puts"], r.report
 
 
+def test_del_at_exit_that_calls_a_tclamp_command_is_told_the_process_is_exiting(tmp_path):
+    """A handle's object released at exit calls a command that needs Python
+    from __del__: Python still runs (the __del__ does), so the error says
+    that the process is exiting, not that Python has been finalized."""
+    r = tclsh(tmp_path, """\
+        package require tclamp
+        py exec {
+        import tclamp
+        class Closer:
+            def __del__(self):
+                try:
+                    tclamp.tcl.eval('torch::autocast_get_dtype cpu')
+                except tclamp.TclError as error:
+                    print(error.result, '|', error.errorcode, flush=True)
+        }
+        set c [py call Closer]
+        exit 4
+    """)
+    assert_clean(r, 4)
+    assert r.stdout.splitlines() == [
+        "the process is exiting: Python takes no more calls from Tcl | TCLAMP EXITING"], r.report
+
+
 def test_exit_called_by_a_del_while_exiting(tmp_path):
     r = tclsh(tmp_path, """\
         package require tclamp

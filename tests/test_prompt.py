@@ -196,6 +196,25 @@ def test_ctrl_c_in_python_code_under_catch_stops_the_command(prompt):
     assert run(prompt, "expr {6 * 7}") == "42"
 
 
+def test_ctrl_c_in_a_ruled_forward_puts_the_state_back(prompt):
+    """Ctrl-C while a module with a dtype rule runs its forward pass (a
+    KeyboardInterrupt, which torch's always_call hooks never see): the
+    autocast dtype and cast cache are what they were, and the module's rule
+    still applies to the next call."""
+    run(prompt, "py exec {class Spin(torch.nn.Module):\n    def forward(self, x):\n"
+                "        global seen\n        seen = str(torch.get_autocast_dtype('cpu'))\n"
+                "        while x: pass}")
+    run(prompt, "set spin [py eval Spin()]")
+    assert run(prompt, "torch::autocast_module_dtype $spin float32 cpu") == "module dtype set"
+    assert run(prompt, "torch::autocast_enable cpu bfloat16") == "autocast enabled"
+    run(prompt, "py exec {torch.set_autocast_cache_enabled(True)}")    # the rule turns it off
+    out, _ = interrupt(prompt, "py call -types int $spin 1")
+    assert out == "^Cinterrupted"
+    assert run(prompt, "torch::autocast_status cpu") == "enabled 1 dtype bfloat16 cache_enabled 1"
+    assert run(prompt, "py call -types int $spin 0; py eval seen") == "torch.float32"
+    assert run(prompt, "torch::autocast_get_dtype cpu") == "bfloat16"
+
+
 def test_ctrl_c_at_the_prompt_drops_the_lines_typed(prompt):
     prompt.sendline("set unfinished {")
     prompt.expect_exact("> ")

@@ -176,3 +176,32 @@ def test_del_that_calls_thread_exit_in_a_worker(tmp_path):
     """)
     assert_clean(r)
     assert r.stdout.splitlines() == ["send: target thread died", "2"], r.report
+
+
+# --- what a thread's last Python error leaves --------------------------------
+
+def test_python_threads_that_end_after_a_python_error_leave_no_exception(tmp_path):
+    """A Python thread of a Python host whose Tcl caught a Python error
+    (kept for its Tcl error) takes the exception with it when it ends."""
+    r = python(tmp_path, """\
+        import gc, threading, weakref, tclamp
+        class Held:
+            pass
+        held = weakref.WeakSet()
+        def fail_holding():
+            value = Held()
+            held.add(value)
+            raise ValueError(value)
+        def work():
+            tclamp.tcl.eval('catch {py call fail_holding}')
+            alive.append(len(held))
+        alive = []
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+            t.join(30)
+        gc.collect()
+        print(alive, len(held))
+    """)
+    assert_clean(r)
+    assert r.stdout.splitlines() == ["[1, 1, 1, 1] 0"], r.report

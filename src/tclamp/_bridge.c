@@ -73,6 +73,7 @@ enum { STEP_RUN_ATEXIT, STEP_OTHER_THREADS, STEP_THREAD_ENDED, STEP_FLUSH_FILES,
 /* PY_CLOSING: atexit handlers run, and every thread may still enter. */
 enum { PY_NOT_STARTED, PY_RUNNING, PY_CLOSING, PY_CLOSED };
 static atomic_int python_state;         /* PY_CLOSED: nobody enters again */
+static atomic_int python_finalized;     /* Py_FinalizeEx has begun */
 static atomic_int entries_active;       /* threads inside a Tcl->Python call */
 static atomic_int abandoned_threads;    /* states left with live frames */
 static atomic_int deletions_pending;    /* interpreters waiting to be deleted */
@@ -158,9 +159,15 @@ enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
     if (!python_usable()) {
         if (t->depth == 0)
             atomic_fetch_sub(&entries_active, 1);
-        if (interp != NULL) {
+        if (interp != NULL && atomic_load(&python_finalized)) {
             Tcl_SetObjResult(interp, Tcl_NewStringObj("Python has been finalized", -1));
             Tcl_SetErrorCode(interp, "TCLAMP", "FINALIZED", NULL);
+        } else if (interp != NULL) {
+            /* Python still runs (a __del__ that the end of the process
+               set off, say), but takes no more calls from Tcl. */
+            Tcl_SetObjResult(interp, Tcl_NewStringObj(
+                "the process is exiting: Python takes no more calls from Tcl", -1));
+            Tcl_SetErrorCode(interp, "TCLAMP", "EXITING", NULL);
         }
         return -1;
     }
@@ -1178,39 +1185,32 @@ keep_in_flight(PyObject *value, Tcl_Obj *code)
     PyObject *usage_type = errors ? PyObject_GetAttrString(errors, "UsageError") : NULL;
     int is_usage = python_exception_is(value, usage_type);
     Py_XDECREF(usage_type);
+    PyErr_Clear();
+    /* Kept, it must not keep what its finished frames held (a model's
+       tensors, an object whose __del__ is due): see errors.release_frames. */
+    PyObject *done = errors && !is_usage
+        ? PyObject_CallMethod(errors, "release_frames", "O", value) : NULL;
+    Py_XDECREF(done);
     Py_XDECREF(errors);
     PyErr_Clear();
     if (is_usage)
         return;
-    /* Kept, it must not keep what its finished frames held (a model's
-       tensors, an object whose __del__ is due): their locals are cleared,
-       as traceback.clear_frames does, along the chain of causes. */
-    PyObject *traceback = PyImport_ImportModule("traceback");
-    PyObject *exc = value;
-    for (int depth = 0; traceback != NULL && exc != NULL && exc != Py_None && depth < 64;
-         depth++) {
-        PyObject *tb = PyException_GetTraceback(exc);
-        if (tb != NULL) {
-            PyObject *done = PyObject_CallMethod(traceback, "clear_frames", "O", tb);
-            Py_XDECREF(done);
-            Py_DECREF(tb);
-        }
-        PyObject *next = PyException_GetCause(exc);
-        if (next == NULL)
-            next = PyException_GetContext(exc);
-        if (exc != value)
-            Py_DECREF(exc);
-        exc = next;
-    }
-    if (exc != value)
-        Py_XDECREF(exc);
-    Py_XDECREF(traceback);
-    PyErr_Clear();
     Py_XSETREF(t->in_flight, Py_NewRef(value));
     Tcl_IncrRefCount(code);
     if (t->in_flight_code != NULL)
         Tcl_DecrRefCount(t->in_flight_code);
     t->in_flight_code = code;
+}
+
+/* The thread's kept exception goes, and what it holds (GIL held). */
+static void
+release_in_flight(ThreadBridge *t)
+{
+    Py_CLEAR(t->in_flight);
+    if (t->in_flight_code != NULL) {
+        Tcl_DecrRefCount(t->in_flight_code);
+        t->in_flight_code = NULL;
+    }
 }
 
 /* The kept exception, if `code` is its errorCode value (a new reference,
@@ -3890,6 +3890,7 @@ close_python(int may_finalize)
     if (may_finalize && starter && others == 0 && atomic_load(&abandoned_threads) == 0
             && !subinterpreters && !shutdown_step(STEP_OTHER_THREADS)) {
         closing = 0;            /* finalizing runs no more of our steps */
+        atomic_store(&python_finalized, 1);
         Py_FinalizeEx();
         return;
     }
@@ -3940,17 +3941,22 @@ thread_exit_handler(ClientData unused)
            state must outlive it (frames, tracebacks), so it is abandoned,
            and Python's threading learns that one of its threads ended. */
         atomic_fetch_add(&abandoned_threads, 1);
-        if (t->own == NULL && t->parked != NULL) {
+        if (t->parked != NULL) {
             PyEval_RestoreThread(t->parked);
-            shutdown_step(STEP_THREAD_ENDED);
+            release_in_flight(t);
+            if (t->own == NULL)
+                shutdown_step(STEP_THREAD_ENDED);
             t->parked = PyEval_SaveThread();
         }
         return;
     }
-    if (t->own == NULL)
+    if (t->own == NULL) {       /* a Python thread's own end: the GIL is held */
+        release_in_flight(t);
         return;
+    }
     PyEval_RestoreThread(t->own);
     t->parked = NULL;
+    release_in_flight(t);
     delete_thread_interps();
     if (t->own == first_state) {
         /* Python 3.11 cannot make a thread state once it has none left (it

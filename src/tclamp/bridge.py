@@ -8,6 +8,7 @@ import builtins
 import code
 import gc
 import importlib
+import importlib.util
 import io
 import os
 import re
@@ -54,6 +55,8 @@ def resolve(name):
     builtins, then imported as a module path (os.path.join).  `py call`
     (in C) does the first two itself and comes here for the rest."""
     first, *rest = name.split(".")
+    if not first or not all(rest):
+        raise NameError(f"bad name '{name}'")
     namespace = _main_namespace()
     if first in namespace:
         obj = namespace[first]
@@ -153,8 +156,51 @@ def call_with_options(*words):
     for name, word in zip(kw_names, kw_words[1::2]):
         keywords[name] = _typed(interp, interp.argument(word), kw_type_of.get(name), none_word,
                                 f"keyword {name}")
+    # Every word is read: now the names, which may import.
+    positional = _resolve_names(positional)
+    keywords = _resolve_names(keywords)
     function = resolve(target) if isinstance(target, str) else target
     return function(*positional, **keywords)
+
+
+class _Name:
+    """A word of type name, read and checked, not yet looked up (looking it
+    up may import a module)."""
+    __slots__ = ("word", "what")
+
+    def __init__(self, word, what):
+        self.word = word
+        self.what = what
+
+
+def _check_name(word, what):
+    """A _Name for `word` if it can name something: a dotted name whose
+    first part is in __main__, in builtins, or a module that exists (found
+    without importing it)."""
+    parts = word.split(".")
+    first = parts[0]
+    try:
+        if not all(parts):
+            raise NameError(f"bad name '{word}'")
+        if (first not in _main_namespace() and not hasattr(builtins, first)
+                and importlib.util.find_spec(first) is None):
+            raise NameError(f"name '{first}' is not defined")
+    except (NameError, ImportError, ValueError) as error:
+        raise UsageError("INVALID_VALUE", f"{what}: {error}", word) from None
+    return _Name(word, what)
+
+
+def _resolve_names(value):
+    if isinstance(value, _Name):
+        try:
+            return resolve(value.word)
+        except (NameError, AttributeError, ImportError) as error:
+            raise UsageError("INVALID_VALUE", f"{value.what}: {error}", value.word) from None
+    if isinstance(value, list):
+        return [_resolve_names(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _resolve_names(item) for key, item in value.items()}
+    return value
 
 
 def _text_option(options, name):
@@ -197,7 +243,7 @@ def _typed(interp, word, kind, none_word, what):
     if name == "str":
         return word
     if name == "name":
-        return resolve(word)
+        return _check_name(word, what)
     try:
         if name == "int":
             return interp.call("string", "cat", word, result=int)

@@ -1,6 +1,9 @@
 """The errors that cross the bridge, and how a Python exception reads in Tcl."""
+import gc
 import os
+import sys
 import traceback
+import types
 
 from . import PACKAGE_DIR
 
@@ -60,5 +63,77 @@ def describe_error(exc):
     name = type(exc).__name__
     text = str(exc)
     message = f"{name}: {text}" if text else name
-    tail = "\nPython traceback (most recent call last):\n" + frames if frames else None
-    return message, ("PYTHON", name, text), tail
+    earlier = "".join(chained(exc))
+    if not frames and not earlier:
+        return message, ("PYTHON", name, text), None
+    tail = "\n" + earlier
+    if frames:
+        tail += "Python traceback (most recent call last):\n" + frames
+    return message, ("PYTHON", name, text), tail.rstrip("\n")
+
+
+CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def chained(exc):
+    """The exceptions `exc` was raised from or while handling, oldest first,
+    each with its traceback and the sentence that links it to the next, as
+    Python prints them."""
+    parts = []
+    seen = {id(exc)}
+    while True:
+        if exc.__cause__ is not None:
+            exc, link = exc.__cause__, CAUSE
+        elif exc.__context__ is not None and not exc.__suppress_context__:
+            exc, link = exc.__context__, CONTEXT
+        else:
+            return reversed(parts)
+        if id(exc) in seen:
+            return reversed(parts)
+        seen.add(id(exc))
+        frames = user_frames(exc.__traceback__)
+        text = str(exc)
+        block = ("Python traceback (most recent call last):\n" + frames + "\n" if frames else "")
+        parts.append(block + type(exc).__name__ + (f": {text}" if text else "") + "\n" + link)
+
+
+def release_frames(exc):
+    """What the frames of `exc` and of the exceptions it was raised from or
+    during hold goes, before the bridge keeps it: each finished frame's
+    local variables are cleared (traceback.clear_frames), and so is the
+    closure of torch's Module._call_impl.inner, which holds the module and
+    its arguments (the batch) where clearing frames does not reach: inner
+    is made for one call and never leaves it."""
+    inner = _torch_call_inner()
+    seen = set()
+    while exc is not None and id(exc) not in seen and len(seen) < 64:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            # A frame holds its free variables' cells; the function, its
+            # closure of the same cells.
+            cells = ([cell for cell in gc.get_referents(frame) if type(cell) is types.CellType]
+                     if inner is not None and frame.f_code is inner else ())
+            try:
+                frame.clear()
+            except RuntimeError:        # still running: left as it is
+                cells = ()
+            for cell in cells:
+                try:
+                    del cell.cell_contents
+                except ValueError:      # empty already
+                    pass
+            tb = tb.tb_next
+        exc = exc.__cause__ if exc.__cause__ is not None else exc.__context__
+
+
+def _torch_call_inner():
+    """The code of the function that torch's Module._call_impl defines
+    (`inner`), or None (torch not loaded, or a torch without it)."""
+    module = sys.modules.get("torch.nn.modules.module")
+    call_impl = getattr(getattr(module, "Module", None), "_call_impl", None)
+    constants = getattr(getattr(call_impl, "__code__", None), "co_consts", ())
+    return next((c for c in constants if isinstance(c, types.CodeType) and c.co_name == "inner"),
+                None)

@@ -3,18 +3,16 @@
 The script runs in the caller's frame under a TorchDispatchMode, which sees
 every operator after autocast has chosen its dtypes (so autocast's own
 casts show, as aten::_to_copy), on this thread and in the backward passes
-it starts.  Module hooks, installed for the trace only, name the module each
-operator ran in.  Nothing is installed outside a trace: it costs nothing
-then.
+it starts.  module_calls names the module each operator ran in, from this
+thread's own module calls.  Nothing is installed outside a trace: it costs
+nothing then.
 """
 import threading
 
 import torch
-from torch.nn.modules.module import (register_module_forward_hook,
-                                     register_module_forward_pre_hook)
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _bridge
+from . import _bridge, module_calls
 from .arguments import BodySignature, Command, Param, Signature
 from .autocast import DEVICES, DTYPE_NAMES, INVALID_DEVICE
 from .errors import UsageError
@@ -49,45 +47,29 @@ def tensors_in(value):
 _looking = threading.local()
 
 
+# Floating dtypes that torch.isfinite does not take, but float32 holds
+# exactly, inf and NaN included.
+_UPCAST = {dtype for dtype in DTYPE_NAMES
+           if dtype.is_floating_point and dtype.itemsize == 1}
+UNCHECKED = None
+
+
 def holds_nonfinite(tensor):
+    """True or False, or UNCHECKED for an output whose values torch.isfinite
+    cannot look at (a nested tensor's, say)."""
     # Meta tensors have no values to look at.
     if (not (tensor.is_floating_point() or tensor.is_complex())
             or tensor.layout != torch.strided or tensor.is_meta):
         return False
     _looking.active = True
     try:
+        if tensor.dtype in _UPCAST:
+            tensor = tensor.float()
         return not bool(torch.isfinite(tensor).all())
+    except NotImplementedError:
+        return UNCHECKED
     finally:
         _looking.active = False
-
-
-class ModulePath:
-    """The forward passes running now, innermost last, each named by its
-    path from the outermost: `Net.fc1`, `Sequential.0`.  A module called
-    that is not a child of the one around it is named by its class."""
-
-    def __init__(self):
-        self.stack = []                 # (module, path)
-
-    def enter(self, module, args):
-        if self.stack:
-            parent, parent_path = self.stack[-1]
-            name = next((n for n, child in parent.named_children() if child is module),
-                        type(module).__name__)
-            path = f"{parent_path}.{name}"
-        else:
-            path = type(module).__name__
-        self.stack.append((module, path))
-
-    def leave(self, module, args, output):
-        # Always called, also when forward raised; a pre-hook that failed
-        # before ours ran leaves nothing of this module's to pop.
-        if self.stack and self.stack[-1][0] is module:
-            self.stack.pop()
-
-    @property
-    def current(self):
-        return self.stack[-1][1] if self.stack else ""
 
 
 class OperatorTrace(TorchDispatchMode):
@@ -100,10 +82,10 @@ class OperatorTrace(TorchDispatchMode):
         self.counts = {}            # (op, dtype) -> calls, in first-seen order
         self.nonfinite = {}         # (op, dtype) -> calls whose output held inf/NaN
         self.by_module = {}         # (module path, op, dtype) -> calls
+        self.unchecked = {}         # (op, dtype) -> calls with an output not looked into
         self.first_nonfinite = {}
-        self.modules = ModulePath()
         self.failure = None         # the first exception of the tracer's own
-        self.hooks = ()
+        self.outer_paths = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         output = func(*args, **(kwargs or {}))
@@ -128,36 +110,33 @@ class OperatorTrace(TorchDispatchMode):
             # count where their arguments live.
             dtypes = dict.fromkeys([NO_TENSOR] if self.on_device(tensors_in(args)) else [])
             tensors = []
-        module = self.modules.current
+        module = module_calls.current_path()
         for dtype in dtypes:
             key = (op, dtype)
             self.counts[key] = self.counts.get(key, 0) + 1
             if module:
                 self.by_module[(module, *key)] = self.by_module.get((module, *key), 0) + 1
-            if any(holds_nonfinite(t) for t in tensors if DTYPE_NAMES[t.dtype] == dtype):
+            found = [holds_nonfinite(t) for t in tensors if DTYPE_NAMES[t.dtype] == dtype]
+            if UNCHECKED in found:
+                self.unchecked[key] = self.unchecked.get(key, 0) + 1
+            if True in found:
                 self.nonfinite[key] = self.nonfinite.get(key, 0) + 1
                 if not self.first_nonfinite:
                     self.first_nonfinite = {"op": op, "dtype": dtype, "module": module}
 
     def __enter__(self):
-        self.hooks = (register_module_forward_pre_hook(self.modules.enter),
-                      register_module_forward_hook(self.modules.leave, always_call=True))
+        self.outer_paths = module_calls.trace_begin()
         try:
             return super().__enter__()
         except BaseException:
-            self.remove_hooks()
+            module_calls.trace_end(self.outer_paths)
             raise
 
     def __exit__(self, *exc):
         try:
             return super().__exit__(*exc)
         finally:
-            self.remove_hooks()
-
-    def remove_hooks(self):
-        for hook in self.hooks:
-            hook.remove()
-        self.hooks = ()
+            module_calls.trace_end(self.outer_paths)
 
     def result(self):
         def rows(counts):
@@ -166,7 +145,8 @@ class OperatorTrace(TorchDispatchMode):
                 "nonfinite": rows(self.nonfinite),
                 "modules": [{"module": module, "op": op, "dtype": dtype, "count": n}
                             for (module, op, dtype), n in self.by_module.items()],
-                "first_nonfinite": self.first_nonfinite}
+                "first_nonfinite": self.first_nonfinite,
+                "unchecked": rows(self.unchecked)}
 
 
 def table(trace):
@@ -186,6 +166,9 @@ def table(trace):
     if first:
         where = f" in {first['module']}" if first["module"] else ""
         lines.append(f"first nonfinite output: {first['op']} ({first['dtype']}){where}")
+    for row in trace["unchecked"]:
+        lines.append(f"not checked for inf or NaN: {row['op']} ({row['dtype']}),"
+                     f" {row['count']} of its calls")
     return "\n".join(lines)
 
 

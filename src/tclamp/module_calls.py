@@ -1,0 +1,166 @@
+"""What tclamp does around a module's forward pass: the rules of
+torch::autocast_module_dtype, and the module paths of torch::autocast_trace.
+
+torch.nn.Module.__call__ is wrapped while a rule exists or a trace runs, and
+is torch's own again when neither does.  Module hooks would not do: torch
+calls even `always_call` forward hooks only when forward raises an
+Exception (not KeyboardInterrupt or SystemExit), hooks are copied with the
+module by deepcopy and pickle, global hooks run for every thread, and a
+module with hooks runs its forward inside a closure that keeps its
+arguments alive in a traceback.  The wrapper's own frame holds what it
+replaced, and puts it back in `finally`.
+"""
+import sys
+import threading
+import weakref
+
+import torch
+
+_torch_call = torch.nn.Module.__call__
+# module -> {device type: dtype}; a module that goes away takes its rules
+rules = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+_traces = 0                     # traces running, on every thread
+# Per thread: the module path stack of this thread's traces, or None.
+_here = threading.local()
+
+
+def cast_inputs(value, device_type, dtype):
+    """What autocast does to an operator's inputs: floating tensors on the
+    device (float64 excepted) become dtype; lists, tuples and dicts are
+    looked into."""
+    if isinstance(value, torch.Tensor):
+        if (value.is_floating_point() and value.dtype not in (torch.float64, dtype)
+                and value.device.type == device_type):
+            return value.to(dtype)
+        return value
+    if isinstance(value, (list, tuple)):
+        items = [cast_inputs(item, device_type, dtype) for item in value]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if isinstance(value, dict):
+        return {key: cast_inputs(item, device_type, dtype) for key, item in value.items()}
+    return value
+
+
+def call(module, /, *args, **kwargs):
+    """torch.nn.Module.__call__ while tclamp needs it."""
+    paths = getattr(_here, "paths", None)
+    if paths is None:
+        return _ruled_call(module, args, kwargs)
+    if paths:
+        parent, parent_path = paths[-1]
+        name = next((n for n, child in parent.named_children() if child is module),
+                    type(module).__name__)
+        path = f"{parent_path}.{name}"
+    else:
+        path = type(module).__name__
+    paths.append((module, path))
+    try:
+        return _ruled_call(module, args, kwargs)
+    finally:
+        paths.pop()
+
+
+COMPILED_HOLDS_RULE = ("tclamp: a torch.compile'd module holds a module with an autocast"
+                       " dtype rule, which compiled code would not apply: remove the rule"
+                       " (torch::autocast_module_dtype module none device), or set it on the"
+                       " module that is not compiled")
+
+
+def is_compiled(module):
+    """Whether module is what torch.compile(module) returns, or a module
+    compiled in place (module.compile()): compiled code calls the modules
+    inside without Module.__call__, so no rule of theirs would apply."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")    # not loaded: none is
+    return eval_frame is not None and (
+        isinstance(module, eval_frame.OptimizedModule)
+        or getattr(module, "_compiled_call_impl", None) is not None)
+
+
+def _ruled_call(module, args, kwargs):
+    dtypes = rules.get(module)
+    if dtypes is None and not rules and not _traces:
+        with _lock:             # the last ruled module has gone
+            _update()
+    if rules and is_compiled(module):
+        inner = getattr(module, "_orig_mod", module)
+        if any(m in rules for m in inner.modules()):
+            raise RuntimeError(COMPILED_HOLDS_RULE)
+    # A copy: the table may change (on any thread) while forward runs.
+    active = [(device, dtype) for device, dtype in list(dtypes.items())
+              if torch.is_autocast_enabled(device)] if dtypes else []
+    if not active:
+        return _torch_call(module, *args, **kwargs)
+    replaced = [(device, torch.get_autocast_dtype(device)) for device, _ in active]
+    cache_enabled = torch.is_autocast_cache_enabled()
+    try:
+        # A weight cast cached under one dtype would be handed out under another.
+        torch.set_autocast_cache_enabled(False)
+        for device, dtype in active:
+            torch.set_autocast_dtype(device, dtype)
+            args = cast_inputs(args, device, dtype)
+            kwargs = cast_inputs(kwargs, device, dtype)
+        return _torch_call(module, *args, **kwargs)
+    finally:
+        for device, dtype in replaced:
+            torch.set_autocast_dtype(device, dtype)
+        torch.set_autocast_cache_enabled(cache_enabled)
+
+
+def _update():
+    """Wraps Module.__call__ when needed, gives torch its own back when not
+    (only if it is still ours: someone else may have wrapped it since).
+    Called with _lock held."""
+    needed = _traces > 0 or len(rules) > 0
+    current = torch.nn.Module.__dict__["__call__"]
+    if needed and current is _torch_call:
+        torch.nn.Module.__call__ = call
+    elif not needed and current is call:
+        torch.nn.Module.__call__ = _torch_call
+
+
+def set_rule(module, device_type, dtype):
+    """dtype None removes the rule."""
+    with _lock:
+        dtypes = rules.get(module)
+        if dtype is not None:
+            if dtypes is None:
+                dtypes = rules[module] = {}
+            dtypes[device_type] = dtype
+        elif dtypes is not None:
+            dtypes.pop(device_type, None)
+            if not dtypes:
+                del rules[module]
+        _update()
+
+
+def trace_begin():
+    """This thread's traces start seeing module paths; returns what to
+    give trace_end."""
+    global _traces
+    outer = getattr(_here, "paths", None)
+    if outer is None:
+        _here.paths = []
+    with _lock:
+        _traces += 1
+        _update()
+    return outer
+
+
+def trace_end(outer):
+    global _traces
+    if outer is None:
+        _here.paths = None
+    with _lock:
+        _traces -= 1
+        _update()
+
+
+def current_path():
+    paths = getattr(_here, "paths", None)
+    return paths[-1][1] if paths else ""
+
+
+def installed():
+    """Whether Module.__call__ is tclamp's now."""
+    return torch.nn.Module.__dict__["__call__"] is call
