@@ -318,7 +318,7 @@ def report_memory_diagnostic(started, log):
 
 def bench(env, out, log, quick):
     """README's training step against pure Python (bench/train_step.py), on
-    the CPU and on CUDA, once the suite is over and the machine quiet; its
+    the CPU and on CUDA, before the suite, while the machine is quiet; its
     RESULTS.md section goes to OUT."""
     command = [str(venv_python()), str(ROOT / "bench" / "train_step.py"), "--tclsh", str(TCLSH),
                "--output", str(out / "RESULTS.md")] + (["--quick"] if quick else [])
@@ -351,14 +351,14 @@ def main(argv):
     install_wheels(site, log)
     checkout_index(env)
     sanity(env, log)
+    if os.environ.get("GPU_CHECK_BENCH") in ("1", "quick"):
+        bench(env, out, log, quick=os.environ["GPU_CHECK_BENCH"] == "quick")
     diagnostic = start_memory_diagnostic(env)
     command = pytest_command(out)
     log("$ " + " ".join(command))
     run_logged(command, env, log)
     passed, failed, skipped = counts(out / "pytest.xml")
     report_memory_diagnostic(diagnostic, log)
-    if os.environ.get("GPU_CHECK_BENCH") in ("1", "quick"):
-        bench(env, out, log, quick=os.environ["GPU_CHECK_BENCH"] == "quick")
     log(f"gpu-check: {passed} passed, {failed} failed, {skipped} skipped "
         f"in {time.monotonic() - started:.0f}s")
     return 1 if failed else 0
