@@ -299,8 +299,8 @@ def test_a_word_whose_reading_raises_does_not_hide_a_mixed_flag(interp, command,
     other than ValueError/TypeError (float() of a meta tensor or a complex
     tensor raises RuntimeError) must not be read before the later -name
     word is judged: parse_words reports MIXED_ARGUMENTS first, and so did
-    every call before the shortcut.  The shortcut reads the word first and
-    lets the RuntimeError out (DEFECT in 04e90e4)."""
+    every call before the shortcut (whose first version read the word
+    first and let the RuntimeError out)."""
     assert outcome(interp, command) == (1, MIXED.format(flag),
                                         ["TCLAMP", "MIXED_ARGUMENTS", flag])
 
@@ -353,15 +353,11 @@ CROSS_THREAD = textwrap.dedent("""
 
 
 def test_a_script_is_not_evaluated_by_another_threads_interpreter(tmp_path):
-    """A Script borrows a Tcl value of the thread whose command got it
-    (_bridge.c: "no Tcl value is ever touched from another thread through
-    one").  Interp.evaluate checks only that the interpreter it is called
-    on belongs to the calling thread, so a Script handed to another
-    thread is evaluated there, by another interpreter, while its own
-    thread runs it too: both compile and run one Tcl_Obj at once.  The
-    process dies of SIGSEGV in most runs (DEFECT in 04e90e4: 2 runs in 3
-    here); when it lives, the other thread ran the word.  Expected: every
-    such evaluate refused with RuntimeError, and the process alive."""
+    """A Script borrows a Tcl value of the thread whose command got it:
+    another thread's interpreter must not run it while its own thread runs
+    it too (both would compile and run one Tcl_Obj at once: the first
+    version let it, and the process died of SIGSEGV in 2 runs of 3).  Every
+    such evaluate is refused with RuntimeError, and the process lives."""
     script = tmp_path / "cross_thread.py"
     script.write_text(CROSS_THREAD)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

@@ -1368,6 +1368,7 @@ typedef struct {
     InterpState *owner;         /* counted in owner->refs */
     PyObject *object;           /* borrowed: owner->handles holds it */
     PyObject *name;             /* its key in owner->handles */
+    unsigned long number;       /* N of the name it was made with, ::py::objN */
 } Handle;
 
 static int
@@ -1530,6 +1531,7 @@ make_handle(InterpState *owner, PyObject *value)
     owner->refs++;
     h->object = value;
     h->name = name;
+    h->number = handles_made;
     const char *cname = PyUnicode_AsUTF8(name);
     Tcl_CreateObjCommand(owner->interp, cname, handle_command, h, handle_deleted);
     Tcl_TraceCommand(owner->interp, cname, TCL_TRACE_RENAME, handle_renamed, h);
@@ -1660,20 +1662,36 @@ apply_outcome(Tcl_Interp *interp, OutcomeObject *o)
  * Tcl reuses the bytecode it compiled for it the last time the caller ran
  * it, where a str would become a new value, compiled on every call.  A
  * Script borrows its word from the command's arguments: when the command
- * returns the word is forgotten, so a Script kept beyond it names nothing
- * (and no Tcl value is ever touched from another thread through one).
+ * returns the word is forgotten, so a Script kept beyond it names nothing;
+ * and only the command's thread reads or runs it (any of that thread's
+ * interpreters may): no Tcl value is touched from another thread through
+ * one.
  */
 typedef struct {
     PyObject_HEAD
     Tcl_Obj *word;              /* borrowed; NULL once its command returned */
+    Tcl_ThreadId thread;        /* the command's */
 } ScriptObject;
+
+/* The word, or NULL with a RuntimeError when it is not this thread's or
+   its command has returned. */
+static Tcl_Obj *
+script_word(ScriptObject *self)
+{
+    if (self->thread != Tcl_GetCurrentThread()) {
+        PyErr_SetString(PyExc_RuntimeError, "this script belongs to a command of another thread");
+        return NULL;
+    }
+    if (self->word == NULL)
+        PyErr_SetString(PyExc_RuntimeError, "the command that got this script has returned");
+    return self->word;
+}
 
 static PyObject *
 Script_str(ScriptObject *self)
 {
-    if (self->word == NULL)
-        return PyErr_Format(PyExc_RuntimeError, "the command that got this script has returned");
-    return str_from_tcl(self->word);
+    Tcl_Obj *word = script_word(self);
+    return word ? str_from_tcl(word) : NULL;
 }
 
 static PyTypeObject ScriptType = {
@@ -1689,8 +1707,10 @@ static PyObject *
 script_new(Tcl_Obj *word)
 {
     ScriptObject *script = PyObject_New(ScriptObject, &ScriptType);
-    if (script != NULL)
+    if (script != NULL) {
         script->word = word;
+        script->thread = Tcl_GetCurrentThread();
+    }
     return (PyObject *)script;
 }
 
@@ -2871,9 +2891,8 @@ Interp_evaluate(InterpObject *self, PyObject *script)
         return NULL;
     Tcl_Obj *obj;
     if (Py_IS_TYPE(script, &ScriptType)) {
-        if ((obj = ((ScriptObject *)script)->word) == NULL)
-            return PyErr_Format(PyExc_RuntimeError,
-                                "the command that got this script has returned");
+        if ((obj = script_word((ScriptObject *)script)) == NULL)
+            return NULL;
     } else if (PyUnicode_Check(script)) {
         if ((obj = tcl_from_str(script)) == NULL)
             return NULL;
@@ -3050,20 +3069,24 @@ Interp_handle_names(InterpObject *self, PyObject *unused)
     return s && s->handles ? PyDict_Keys(s->handles) : PyList_New(0);
 }
 
-/* The number in a handle's own name (::py::objN), or 0 for another name
-   (a handle renamed by the script). */
+/* The number of the handle named `name` when that is still the name it
+   was made with, else 0 (a handle the script renamed is its own, whatever
+   the new name). */
 static unsigned long
-handle_number(PyObject *name)
+handle_number(InterpState *s, PyObject *name)
 {
     Py_ssize_t len;
-    const char *s = PyUnicode_AsUTF8AndSize(name, &len);
-    if (s == NULL) {
+    const char *text = PyUnicode_AsUTF8AndSize(name, &len);
+    Tcl_CmdInfo info;
+    if (text == NULL) {
         PyErr_Clear();
         return 0;
     }
-    if (!is_handle_name(s, len))
+    if (!is_handle_name(text, len) || s->interp == NULL
+            || !Tcl_GetCommandInfo(s->interp, text, &info) || info.objProc != handle_command)
         return 0;
-    return strtoul(s + sizeof(HANDLE_PREFIX) - 1, NULL, 10);
+    unsigned long number = ((Handle *)info.objClientData)->number;
+    return strtoul(text + sizeof(HANDLE_PREFIX) - 1, NULL, 10) == number ? number : 0;
 }
 
 /* What py scope needs: the number of the newest handle so far (handles
@@ -3076,8 +3099,8 @@ Interp_get_handle_mark(InterpObject *self, void *unused)
 
 /* ...and the live handles numbered above such a mark, oldest first.  The
    names are kept oldest first, so the scan from the newest stops at the
-   first older one; a renamed handle moved to the end under a name that is
-   not of the ::py::objN form, and is skipped. */
+   first older one; a renamed handle moved to the end under its new name,
+   and is skipped. */
 static PyObject *
 Interp_handles_since(InterpObject *self, PyObject *arg)
 {
@@ -3095,7 +3118,7 @@ Interp_handles_since(InterpObject *self, PyObject *arg)
     }
     PyObject *name;
     while ((name = PyIter_Next(newest_first)) != NULL) {
-        unsigned long number = handle_number(name);
+        unsigned long number = handle_number(s, name);
         if (number != 0 && number <= mark) {
             Py_DECREF(name);
             break;

@@ -113,7 +113,7 @@ class Signature:
                 else:
                     if not (self.check and self.check(values)):
                         return values
-            except (KeyError, TypeError, ValueError, UsageError):
+            except Exception:       # whatever a reader raises: the rules decide
                 pass
         return self.parse_words(args)
 

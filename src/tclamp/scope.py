@@ -10,8 +10,8 @@ numbered above it.
 A handle survives its scope when its name occurs in the body's result, at
 any depth of list or dict nesting (it is found in the result's text, as a
 whole name), or when `py keep` passed it on; it then belongs to the
-enclosing scope, if any.  A handle renamed away from the `::py::objN` form
-is the script's own, and no scope releases it.
+enclosing scope, if any.  A handle the script renamed is its own, whatever
+its new name, and no scope releases it.
 
 The body is the command's Script: it runs in the caller's frame as Tcl's
 own value (compiled once), and its Outcome (return code, result, options)
