@@ -18,6 +18,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -32,7 +33,8 @@ RUN = ROOT / "build" / "gpu-check-run"
 TCL_ROOT = RUN / "tcl"
 VENV = RUN / "venv"
 PACKAGE = ROOT / "src" / "tclamp"
-TCLSH = TCL_ROOT / "usr" / "bin" / "tclsh8.6"
+UNPACKED_TCLSH = TCL_ROOT / "usr" / "bin" / "tclsh8.6"
+TCLSH = RUN / "bin" / "tclsh8.6"
 TCL_LIBRARY = TCL_ROOT / "usr" / "share" / "tcltk" / "tcl8.6"
 LIBTCL_DIR = TCL_ROOT / "usr" / "lib" / "x86_64-linux-gnu"
 
@@ -82,12 +84,27 @@ def unpack_tcl(log):
         thread.rename(TCL_LIBRARY.parent / thread.name)
 
 
+# Debian's tclsh looks for libtcl, its library and its Tcl modules
+# (tcltest) under /usr; these say where they are now.
+TCL_SETTINGS = {"TCL_LIBRARY": str(TCL_LIBRARY), "TCL8_6_TM_PATH": str(TCL_LIBRARY / "tcl8")}
+TCLSH_WRAPPER = """#!/bin/sh
+# The unpacked tclsh8.6, also for a test that runs it with no environment.
+export TCL_LIBRARY='{TCL_LIBRARY}' TCL8_6_TM_PATH='{TCL8_6_TM_PATH}'
+export LD_LIBRARY_PATH='{libtcl}'${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}
+exec '{tclsh}' "$@"
+"""
+
+
+def tclsh_wrapper():
+    TCLSH.parent.mkdir(parents=True, exist_ok=True)
+    TCLSH.write_text(TCLSH_WRAPPER.format(libtcl=LIBTCL_DIR, tclsh=UNPACKED_TCLSH, **TCL_SETTINGS))
+    TCLSH.chmod(0o755)
+
+
 def environment():
-    """What every process of the run gets: the unpacked Tcl."""
-    # Debian's tclsh looks for its library and its Tcl modules (tcltest)
-    # under /usr/share/tcltk; these say where they are now.
-    env = dict(os.environ, TCLSH=str(TCLSH), TCL_LIBRARY=str(TCL_LIBRARY),
-               TCL8_6_TM_PATH=str(TCL_LIBRARY / "tcl8"),
+    """What every process of the run gets: the unpacked Tcl (the Python
+    host loads libtcl from LD_LIBRARY_PATH)."""
+    env = dict(os.environ, TCLSH=str(TCLSH), **TCL_SETTINGS,
                LD_LIBRARY_PATH=os.pathsep.join(filter(None, [str(LIBTCL_DIR),
                                                              os.environ.get("LD_LIBRARY_PATH")])))
     # The tests skip what needs this machine's absent tools (conftest's
@@ -137,6 +154,11 @@ def install_wheels(site, log):
             if name != "tclamp":
                 archive.extractall(site)
                 continue
+            tag = f"-cp{sys.version_info[0]}{sys.version_info[1]}-"
+            if tag not in wheel.name:
+                raise SystemExit(f"gpu-check: the pack is for another Python ({wheel.name}), this is "
+                                 f"{sys.version.split()[0]}: make gpu-pack GPU_PYTHON=<a python of "
+                                 "this version> on the development machine")
             check_same_tree(archive)
             for member in archive.namelist():
                 if ".dist-info/" in member:
@@ -163,6 +185,24 @@ def check_same_tree(archive):
     if differ:
         raise SystemExit("gpu-check: the pack's wheel was built from another tree "
                          f"({', '.join(differ)} differ): run make gpu-pack again")
+
+
+CONSOLE_SCRIPTS = """import importlib.metadata, os, sys
+bin = os.path.dirname(sys.executable)
+for entry in importlib.metadata.entry_points(group="console_scripts"):
+    path = os.path.join(bin, entry.name)
+    if not os.path.exists(path):
+        with open(path, "w") as script:
+            script.write(f"#!{sys.executable}\\nimport sys\\nimport {entry.module}\\n"
+                         f"sys.exit({entry.module}.{entry.attr}())\\n")
+        os.chmod(path, 0o755)
+"""
+
+
+def console_scripts(env):
+    """The venv's commands, as pip would write them, for every package it
+    sees (tclamp's own, torch's torchrun): the tests run some."""
+    subprocess.run([str(venv_python()), "-c", CONSOLE_SCRIPTS], check=True, env=env)
 
 
 def checkout_index(env):
@@ -321,10 +361,15 @@ def main(argv):
                          "to the python3 whose torch is to be tested")
     shutil.rmtree(RUN, ignore_errors=True)
     RUN.mkdir(parents=True)
+    # The suite expects SIGINT's default action in the programs it starts; a
+    # shell that started this in the background left it ignored.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     env = environment()
     unpack_tcl(log)
+    tclsh_wrapper()
     site = make_venv(log)
     install_wheels(site, log)
+    console_scripts(env)
     checkout_index(env)
     sanity(env, log)
     diagnostic = start_memory_diagnostic(env)
