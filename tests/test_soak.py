@@ -51,7 +51,10 @@ def test_hosts_soak(tmp_path_factory):
     while runs == 0 or time.monotonic() < deadline:
         random.shuffle(combinations)
         for host, ending in combinations:
-            test_host_and_ending(host, ending, tmp_path_factory.mktemp(f"{host}-{ending}"))
+            try:
+                test_host_and_ending(host, ending, tmp_path_factory.mktemp(f"{host}-{ending}"))
+            except pytest.skip.Exception:
+                continue    # a host this machine lacks (under gpu-check: conftest's needs_setup)
             runs += 1
             if time.monotonic() >= deadline:
                 break
