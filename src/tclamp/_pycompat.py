@@ -1,0 +1,77 @@
+"""The private parts of CPython that tclamp's process-life code uses.
+
+CPython renames and drops these between versions.  Each one is chosen here
+by the running Python's version (newest first, each naming the CPython
+version that made it so) and looked up when tclamp is imported: a Python
+that lacks what its version should have makes `import tclamp` (and so
+`package require tclamp`) fail, naming what is missing, instead of leaving
+a step of the process's end to do nothing.
+"""
+import atexit
+import sys
+import threading
+
+
+class MissingPrivateAPI(ImportError):
+    """This Python lacks a private name that tclamp's process life needs."""
+
+
+def _since(choices):
+    """The value of `choices` ((first CPython version, value), newest first)
+    for the running Python."""
+    for version, value in choices:
+        if sys.version_info >= version:
+            return value
+    raise MissingPrivateAPI(f"tclamp: Python {sys.version.split()[0]} is older than every "
+                            f"Python tclamp supports (3.10 and newer)")
+
+
+def _lookup(owner, owner_name, name, purpose):
+    """owner.name, or a MissingPrivateAPI that says who needs it."""
+    try:
+        return getattr(owner, name)
+    except AttributeError:
+        raise MissingPrivateAPI(
+            f"tclamp: Python {sys.version.split()[0]} has no {owner_name}.{name}, which "
+            f"tclamp needs {purpose}; this Python is not supported yet") from None
+
+
+# atexit's own run of the handlers, once (all supported versions).
+run_exitfuncs = _lookup(atexit, "atexit", "_run_exitfuncs", "to run atexit handlers at exit")
+
+_ENDING = "to mark a thread ended that thread::exit stopped"
+
+# Where a thread's "it has ended" lives.  Up to 3.12 in its tstate lock,
+# released with _stop(); 3.13 made it a thread handle (_handle) that
+# _set_done() ends, and joins and Python's end wait on handles
+# (threading._thread_shutdown); 3.14 renamed the handle _os_thread_handle.
+THREAD_HANDLE = _since((((3, 14), "_os_thread_handle"), ((3, 13), "_handle"), ((3, 0), None)))
+
+if THREAD_HANDLE is None:
+    _lookup(threading.main_thread(), "threading.Thread", "_tstate_lock", _ENDING)
+    _lookup(threading.Thread, "threading.Thread", "_stop", _ENDING)
+else:
+    _handle_type = type(_lookup(threading.main_thread(), "threading.Thread", THREAD_HANDLE, _ENDING))
+    for _name in ("is_done", "_set_done"):
+        _lookup(_handle_type, f"threading.Thread.{THREAD_HANDLE}", _name, _ENDING)
+    _lookup(threading.Thread, "threading.Thread", "_delete", _ENDING)
+    _lookup(threading, "threading", "_thread_shutdown", _ENDING)
+
+
+def end_thread(thread, shutdown):
+    """Marks `thread` (the current one, which will never return to
+    threading's bootstrap) ended, so that joins and the process's end do
+    not wait for it.  From 3.13 on, Python's end also waits for every
+    thread it started to come back to the bootstrap: `shutdown` (a
+    function of no arguments) replaces that wait."""
+    if THREAD_HANDLE is None:
+        lock = thread._tstate_lock      # None on a thread threading did not start
+        if lock is not None and lock.locked():
+            lock.release()
+        thread._stop()
+        return
+    handle = getattr(thread, THREAD_HANDLE)
+    if not handle.is_done():
+        handle._set_done()
+        thread._delete()
+        threading._thread_shutdown = shutdown
