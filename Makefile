@@ -41,6 +41,8 @@ setup: system-packages $(SETUP_STAMP) $(TCL_RECORD) $(BUILT_STAMP) $(PYTHON_RECO
 # when its thing is missing: `tclsh` reading a pipe exits 0 even after an
 # error, so the Tcl checks say `exit [catch ...]`.
 tcl_has = echo 'exit [catch {package require $(1)}]' | $(2) >/dev/null 2>&1
+# Debian 13 names 9.0's Thread tcl9.0-thread; sid has one tcl-thread
+# for both Tcls.  The recipe asks apt (once its lists are fresh) which it has.
 THREAD_DEB = $(if $(filter 8.6,$(TCL_VERSION)),tcl-thread,tcl$(TCL_VERSION)-thread)
 MISSING_DEBS = $(strip \
     $(if $(TCL_CONFIG),,tcl$(TCL_VERSION) tcl$(TCL_VERSION)-dev) \
@@ -51,9 +53,13 @@ MISSING_DEBS = $(strip \
 
 system-packages:
 	@missing='$(MISSING_DEBS)'; if [ -n "$$missing" ]; then \
-	    echo "installing Debian packages: $$missing"; \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	    $$SUDO apt-get update -qq && \
+	    if [ '$(THREAD_DEB)' != tcl-thread ] && ! apt-cache show '$(THREAD_DEB)' >/dev/null 2>&1; then \
+	        missing=$$(echo " $$missing " | sed 's/ $(THREAD_DEB) / tcl-thread /; s/^ //; s/ $$//'); \
+	    fi && \
+	    echo "installing Debian packages: $$missing" && \
+	    $$SUDO apt-get install -y -qq $$missing; \
 	fi
 	@$(call tcl_has,Thread,$(TCLSH)) || { echo "the Tcl Thread package is still missing" >&2; exit 1; }
 
