@@ -50,6 +50,9 @@ declare -A TORCH=([torch2.4]=torch==2.4.1 [py3.14]=torch==2.15.0 [py3.15]=torch=
 # The Tcls a stack runs its slice on, one after the other in one copy and
 # one environment (the bridge is rebuilt for each).
 declare -A TCLSHS=([tcl9.0]=tclsh9.0 [py3.14]="tclsh8.6 tclsh9.0" [py3.15]="tclsh8.6 tclsh9.0")
+# Their Pythons' headers also compile the bridge as a free-threaded build
+# (make free-threaded-build), for each Tcl.
+declare -A FREE_THREADED_BUILD=([py3.14]=free-threaded-build [py3.15]=free-threaded-build)
 # The stacks that run in a Debian root, and its suite.
 declare -A SUITES=([tcl9.0]=trixie [wheel]=trixie [py3.14]=sid [py3.15]=sid)
 declare -A ROOTS=([trixie]=$trixie_root [sid]=$sid_root)
@@ -110,7 +113,8 @@ run_stack() {
         for tclsh in ${TCLSHS[$stack]}; do
             echo "== $stack on $tclsh"
             tools/debian-root.sh "$suite" "$root" run make -C "$base/tree" setup test \
-                VENV="$base/venv" TCLSH="$tclsh" "${make_args[@]}" || return 1
+                ${FREE_THREADED_BUILD[$stack]:-} VENV="$base/venv" TCLSH="$tclsh" "${make_args[@]}" ||
+                return 1
         done
     else
         [ -x "$python" ] || { echo "$stack: no $python (pyenv install it)" >&2; return 1; }

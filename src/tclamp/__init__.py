@@ -65,6 +65,11 @@ def _load_bridge():
     return module
 
 
+from . import _pycompat  # noqa: E402
+
+if _pycompat.runs_without_gil():
+    raise ImportError(_pycompat.FREE_THREADED_ERROR.format(who="this Python"))
+
 _bridge = _load_bridge()
 
 from .bridge import SHUTDOWN_STEPS, tcl  # noqa: E402

@@ -75,3 +75,23 @@ def end_thread(thread, shutdown):
         handle._set_done()
         thread._delete()
         threading._thread_shutdown = shutdown
+
+
+# 3.13 made the GIL optional (free-threaded builds) and gave sys a way to
+# ask whether it is on; before, it always is.
+if sys.version_info >= (3, 13):
+    _lookup(sys, "sys", "_is_gil_enabled", "to know whether the GIL is on")
+
+
+def runs_without_gil():
+    """Whether this is a free-threaded Python running with its GIL off.
+    tclamp's bridge relies on the GIL (the threading notes in _bridge.c).
+    Asked of sys each time, so that a test can give the answer."""
+    is_enabled = getattr(sys, "_is_gil_enabled", None)
+    return is_enabled is not None and not is_enabled()
+
+
+FREE_THREADED_ERROR = (
+    "tclamp: {who} is free-threaded and runs without the GIL, which tclamp's bridge relies on "
+    "(see the threading notes in _bridge.c): run it with the GIL on (PYTHON_GIL=1) or use a "
+    "Python built with the GIL")
