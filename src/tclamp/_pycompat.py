@@ -17,13 +17,9 @@ class MissingPrivateAPI(ImportError):
 
 
 def _since(choices):
-    """The value of `choices` ((first CPython version, value), newest first)
-    for the running Python."""
-    for version, value in choices:
-        if sys.version_info >= version:
-            return value
-    raise MissingPrivateAPI(f"tclamp: Python {sys.version.split()[0]} is older than every "
-                            f"Python tclamp supports (3.10 and newer)")
+    """The value of `choices` ((first CPython version, value), newest first,
+    the last for every older one) for the running Python."""
+    return next(value for version, value in choices if sys.version_info >= version)
 
 
 def _lookup(owner, owner_name, name, purpose):
