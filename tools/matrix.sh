@@ -66,8 +66,8 @@ declare -A ROOTS=([trixie]=$trixie_root [sid]=$sid_root)
 #     prompt, set-up, and the tcltest files of the bridge and autocast;
 #   Python 3.14, 3.15 (sid's Tcl 8.6.18 and 9.0.4, torch 2.15): start-up, the
 #     Python face, threads, exit, hosts, interpreters, the private names of
-#     CPython, the bridge's and autocast's tcltest files; 3.14 also every
-#     other tcltest file, the ATen path (torch 2.15's turn at them);
+#     CPython, the bridge's and autocast's tcltest files; 3.14 on Tcl 9.0
+#     also every other tcltest file and the ATen path (SLICES_TCL9);
 #   every stack with torch: each torch API point and ATen symbol tclamp uses.
 declare -A SLICES=(
     [py3.10]="tests/test_startup.py tests/test_python_face.py tests/test_hosts.py tests/test_threads.py tests/bridge.test"
@@ -76,9 +76,12 @@ declare -A SLICES=(
     [torch2.4]="tests/*.test tests/test_aten_path.py tests/test_aten_attack.py tests/test_examples.py tests/test_python_face.py tests/test_scope_python.py"
     [tcl9.0]="tests/test_list_conversion.py tests/test_speed_semantics.py tests/test_aten_path.py tests/test_aten_attack.py tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
     [wheel]="tools/wheel-check.sh (no pytest)"
-    [py3.14]="tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/test_aten_path.py tests/*.test"
+    [py3.14]="tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
     [py3.15]="tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
 )
+# What a stack runs on Tcl 9.0 only, besides its slice: torch 2.15's turn
+# at every torch:: command and the ATen path, once.
+declare -A SLICES_TCL9=([py3.14]="tests/test_aten_path.py tests/*.test")
 for stack in "${!SLICES[@]}"; do
     [ "$stack" = wheel ] || SLICES[$stack]+=" tests/test_torch_api.py"
 done
@@ -95,9 +98,11 @@ copy_checkout() {
 }
 
 run_stack() {
-    local stack=$1 base tree python make_args suite root tclsh
+    local stack=$1 base tree python make_args pytest_args suite root tclsh extra
     python=${PYTHONS[$stack]}
-    make_args=(PYTHON="$python" PYTEST_ARGS="${SLICES[$stack]}")
+    # -rs: the log says why each skipped test was skipped.
+    pytest_args="-rs ${SLICES[$stack]}"
+    make_args=(PYTHON="$python")
     [ -n "${TORCH[$stack]:-}" ] && make_args+=(TORCH_SPEC="${TORCH[$stack]}")
     base=$matrix_dir/$stack
     suite=${SUITES[$stack]:-}
@@ -112,14 +117,16 @@ run_stack() {
         copy_checkout "$root$base/tree"
         for tclsh in ${TCLSHS[$stack]}; do
             echo "== $stack on $tclsh"
+            extra=
+            [ "$tclsh" = tclsh9.0 ] && extra=${SLICES_TCL9[$stack]:-}
             tools/debian-root.sh "$suite" "$root" run make -C "$base/tree" setup test \
-                ${FREE_THREADED_BUILD[$stack]:-} VENV="$base/venv" TCLSH="$tclsh" "${make_args[@]}" ||
-                return 1
+                ${FREE_THREADED_BUILD[$stack]:-} VENV="$base/venv" TCLSH="$tclsh" "${make_args[@]}" \
+                PYTEST_ARGS="$pytest_args $extra" || return 1
         done
     else
         [ -x "$python" ] || { echo "$stack: no $python (pyenv install it)" >&2; return 1; }
         copy_checkout "$base/tree"
-        make -C "$base/tree" setup test VENV="$base/venv" "${make_args[@]}"
+        make -C "$base/tree" setup test VENV="$base/venv" PYTEST_ARGS="$pytest_args" "${make_args[@]}"
     fi
 }
 
