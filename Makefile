@@ -133,8 +133,9 @@ free-threaded-build: setup
 	    $$(. '$(TCL_CONFIG)' && echo $$TCL_INCLUDE_SPEC) src/tclamp/_bridge.c
 
 # The suite on the other stacks this project supports (tools/matrix.sh says
-# which, and what each runs): other Pythons, the oldest torch, and Tcl 9.0
-# in a Debian 13 root.  MATRIX_STACKS picks some; root only (debootstrap).
+# which, and what each runs): other Pythons, the oldest torch, Tcl 9.0 in a
+# Debian 13 root, Pythons 3.14 and 3.15 with the newest torch in a sid root.
+# MATRIX_STACKS picks some; root only (debootstrap).
 MATRIX_STACKS ?=
 matrix:
 	tools/matrix.sh $(MATRIX_STACKS)
