@@ -77,3 +77,13 @@ def test_an_ended_thread_is_neither_joined_nor_waited_for_at_exit():
     """)
     replaced = "shutdown replaced\n" if sys.version_info >= (3, 13) else ""
     assert (r.returncode, r.stdout, r.stderr) == (0, "joined False\n" + replaced, "")
+
+
+def test_only_the_end_of_waiting_is_kept_quiet():
+    seen = []
+    hook = _pycompat._quiet_threads_ended(seen.append)
+    other = type("Unraisable", (), {"exc_value": ValueError("shown")})
+    hook(type("Unraisable", (), {"exc_value": _pycompat.ThreadsEnded("quiet")}))
+    hook(other)
+    assert seen == [other]
+    assert _pycompat.STOP_WAITING_BY_EXCEPTION == (sys.version_info >= (3, 15))

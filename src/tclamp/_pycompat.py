@@ -54,6 +54,35 @@ else:
     _lookup(threading, "threading", "_thread_shutdown", _ENDING)
 
 
+# 3.15 calls threading._shutdown again and again while a non-daemon
+# thread's state is left (gh-136003), and an ended thread's state stays
+# (its frames are live).  An exception from it makes Python's end take the
+# threads left for daemon threads (gh-139129).
+STOP_WAITING_BY_EXCEPTION = _since((((3, 15), True), ((3, 0), False)))
+
+
+class ThreadsEnded(Exception):
+    """What threading's end raises from 3.15 on, once the threads that
+    still run have been joined: the ones left ended under thread::exit."""
+
+
+def _quiet_threads_ended(previous):
+    """sys.unraisablehook, less ThreadsEnded: Python's end reports it as
+    unraisable, and it is no error."""
+    def hook(unraisable):
+        if not isinstance(unraisable.exc_value, ThreadsEnded):
+            previous(unraisable)
+    hook.quiets_threads_ended = True
+    return hook
+
+
+def _shutdown_then_stop_waiting(shutdown):
+    def shutdown_and_stop():
+        shutdown()
+        raise ThreadsEnded("tclamp: the threads left ended under thread::exit")
+    return shutdown_and_stop
+
+
 def end_thread(thread, shutdown):
     """Marks `thread` (the current one, which will never return to
     threading's bootstrap) ended, so that joins and the process's end do
@@ -70,6 +99,10 @@ def end_thread(thread, shutdown):
     if not handle.is_done():
         handle._set_done()
         thread._delete()
+        if STOP_WAITING_BY_EXCEPTION:
+            shutdown = _shutdown_then_stop_waiting(shutdown)
+            if not getattr(sys.unraisablehook, "quiets_threads_ended", False):
+                sys.unraisablehook = _quiet_threads_ended(sys.unraisablehook)
         threading._thread_shutdown = shutdown
 
 
