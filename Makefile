@@ -27,7 +27,7 @@ INSTALL_VENV ?= $(PREFIX)/lib/tclamp-python
 export TCLLIBPATH := $(CURDIR)/tcl
 
 .PHONY: setup system-packages check-thread demo test soak bench wheels install-tcl \
-        uninstall-tcl matrix gpu-pack gpu-check clean FORCE
+        uninstall-tcl matrix free-threaded-build gpu-pack gpu-check clean FORCE
 
 # The system check runs every time (it is quick), so a machine that lost a
 # package gets it back even when the Python environment is up to date.
@@ -41,6 +41,8 @@ setup: system-packages $(SETUP_STAMP) $(TCL_RECORD) $(BUILT_STAMP) $(PYTHON_RECO
 # when its thing is missing: `tclsh` reading a pipe exits 0 even after an
 # error, so the Tcl checks say `exit [catch ...]`.
 tcl_has = echo 'exit [catch {package require $(1)}]' | $(2) >/dev/null 2>&1
+# Debian 13 names 9.0's Thread tcl9.0-thread; sid has one tcl-thread
+# for both Tcls.  The recipe asks apt (once its lists are fresh) which it has.
 THREAD_DEB = $(if $(filter 8.6,$(TCL_VERSION)),tcl-thread,tcl$(TCL_VERSION)-thread)
 MISSING_DEBS = $(strip \
     $(if $(TCL_CONFIG),,tcl$(TCL_VERSION) tcl$(TCL_VERSION)-dev) \
@@ -51,9 +53,13 @@ MISSING_DEBS = $(strip \
 
 system-packages:
 	@missing='$(MISSING_DEBS)'; if [ -n "$$missing" ]; then \
-	    echo "installing Debian packages: $$missing"; \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	    $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing; \
+	    $$SUDO apt-get update -qq && \
+	    if [ '$(THREAD_DEB)' != tcl-thread ] && ! apt-cache show '$(THREAD_DEB)' >/dev/null 2>&1; then \
+	        missing=$$(echo " $$missing " | sed 's/ $(THREAD_DEB) / tcl-thread /; s/^ //; s/ $$//'); \
+	    fi && \
+	    echo "installing Debian packages: $$missing" && \
+	    $$SUDO apt-get install -y -qq $$missing; \
 	fi
 	@$(call tcl_has,Thread,$(TCLSH)) || { echo "the Tcl Thread package is still missing" >&2; exit 1; }
 
@@ -116,9 +122,20 @@ test: setup
 soak: setup
 	TCLSH='$(TCLSH)' TCLAMP_SOAK_SECONDS=600 $(PY) -m pytest -m soak $(PYTEST_ARGS)
 
+# The bridge as a free-threaded Python's build compiles it (Py_GIL_DISABLED:
+# see the threading notes in _bridge.c), with no warning, for the Tcl of
+# the set-up; object code is not kept.  Needs PYTHON 3.13 or newer (make
+# matrix runs it on sid's 3.14 and 3.15).
+free-threaded-build: setup
+	cc -c -o /dev/null -std=gnu11 -Wall -Wno-unused-parameter -Werror -DPy_GIL_DISABLED=1 \
+	    -DUSE_TCL_STUBS=1 -DTCLAMP_VERSION='"$(shell cat src/tclamp/VERSION)"' \
+	    -I$(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
+	    $$(. '$(TCL_CONFIG)' && echo $$TCL_INCLUDE_SPEC) src/tclamp/_bridge.c
+
 # The suite on the other stacks this project supports (tools/matrix.sh says
-# which, and what each runs): other Pythons, the oldest torch, and Tcl 9.0
-# in a Debian 13 root.  MATRIX_STACKS picks some; root only (debootstrap).
+# which, and what each runs): other Pythons, the oldest torch, Tcl 9.0 in a
+# Debian 13 root, Pythons 3.14 and 3.15 with the newest torch in a sid root.
+# MATRIX_STACKS picks some; root only (debootstrap).
 MATRIX_STACKS ?=
 matrix:
 	tools/matrix.sh $(MATRIX_STACKS)

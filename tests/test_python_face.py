@@ -1,5 +1,6 @@
 """tclamp with Python as the host: tclamp.tcl, Interp, TclError."""
 import gc
+import os
 import subprocess
 import sys
 import threading
@@ -9,7 +10,7 @@ import torch
 
 import tclamp
 from tclamp import TclError, tcl
-from conftest import tcl_length
+from conftest import ROOT, TCL_VERSION, tcl_length
 
 
 @pytest.fixture(autouse=True)
@@ -291,3 +292,46 @@ def test_sys_exit_under_tcl_ends_a_python_program(tmp_path):
     r = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
                        timeout=120)
     assert (r.stdout, r.stderr, r.returncode) == ("", "", 7)
+
+
+def imported_tcl(*setup, **env):
+    """The Tcl version of the bridge that `import tclamp` picks in a new
+    Python (no TCLAMP_TCL unless given), after the statements in `setup`."""
+    environ = {k: v for k, v in os.environ.items() if k != "TCLAMP_TCL"}
+    environ.update(env)
+    code = "\n".join([*setup, "try:", "    import tclamp", "except ImportError as e:",
+                      "    print(e)", "else:", "    print(tclamp._bridge.TCL_VERSION)"])
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, env=environ, timeout=120)
+    assert (r.returncode, r.stderr) == (0, "")
+    return r.stdout.strip()
+
+
+BUILT = sorted({p.name[len("_bridge")] for p in (ROOT / "src" / "tclamp").glob("_bridge[0-9]*")})
+
+
+def test_the_python_host_uses_the_tcl_of_the_last_setup():
+    # A checkout set up for Tcl 8.6 and then 9.0 holds both bridges.
+    assert imported_tcl() == "{}.{}".format(*TCL_VERSION)
+
+
+def test_tclamp_tcl_overrides_the_last_setup():
+    other = "8.6" if TCL_VERSION >= (9, 0) else "9.0"
+    expected = other if other[0] in BUILT else (
+        f"tclamp has no bridge for Tcl {other[0]} in {ROOT / 'src' / 'tclamp'} (built: {', '.join(BUILT)})")
+    assert imported_tcl(TCLAMP_TCL=other) == expected
+
+
+def test_the_recorded_tcl_is_read_from_the_environment(tmp_path):
+    config = tmp_path / "tclConfig.sh"
+    config.write_text("TCL_VERSION='9.0'\nTCL_MAJOR_VERSION='9'\n")
+    (tmp_path / ".tclamp-tcl-config").write_text(f"{config}\n")
+    fake_prefix = [f"import sys; sys.prefix = {str(tmp_path)!r}", "import tclamp",
+                   "print(tclamp._recorded_tcl() or 'none')"]
+    r = subprocess.run([sys.executable, "-c", "\n".join(fake_prefix)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "9\n", "")
+    config.unlink()     # a record naming a Tcl that is gone
+    r = subprocess.run([sys.executable, "-c", "\n".join(fake_prefix)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "none\n", "")

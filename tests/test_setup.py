@@ -49,3 +49,38 @@ def test_setup_would_install_what_is_missing(tmp_path):
     # Debian's name for the Thread package of this Tcl version
     thread_deb = "tcl-thread" if TCL_VERSION < (9, 0) else "tcl{}.{}-thread".format(*TCL_VERSION)
     assert f"missing='{thread_deb}'" in r.stdout
+
+
+def fake_apt(tmp_path, known):
+    """apt-get, apt-cache and sudo that only record what they are asked:
+    apt-cache knows the packages in `known`; apt-get install writes its
+    packages to installed.txt."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {
+        "sudo": 'exec "$@"\n',
+        "apt-cache": f'case " {" ".join(known)} " in *" $2 "*) exit 0;; esac\nexit 100\n',
+        "apt-get": f'[ "$1" = update ] && exit 0\nshift 3\necho "$@" > {tmp_path}/installed.txt\n',
+    }
+    for name, body in scripts.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def thread_package_installed(tmp_path, known):
+    """What `make system-packages` for a Tcl 9.0 without Thread installs."""
+    env = dict(os.environ, PATH=f"{fake_apt(tmp_path, known)}:{os.environ['PATH']}")
+    subprocess.run(["make", "-s", "system-packages", f"TCLSH={fake_tclsh(tmp_path, 'Thread')}",
+                    "TCL_VERSION=9.0", f"WISH={WISH}"],
+                   cwd=ROOT, capture_output=True, text=True, env=env)
+    return (tmp_path / "installed.txt").read_text()
+
+
+def test_setup_installs_tcl9_thread_by_its_own_name_where_debian_has_it(tmp_path):
+    assert thread_package_installed(tmp_path, ["tcl9.0-thread", "tcl-thread"]) == "tcl9.0-thread\n"
+
+
+def test_setup_installs_tcl_thread_where_it_serves_both_tcls(tmp_path):
+    # sid: no tcl9.0-thread, one tcl-thread for 8.6 and 9.0
+    assert thread_package_installed(tmp_path, ["tcl-thread"]) == "tcl-thread\n"

@@ -85,6 +85,31 @@ def test_tclamp_python_without_torch_is_a_tcl_error(tclsh):
     assert (r.returncode, r.stderr) == (0, "")
 
 
+def test_a_free_threaded_python_without_its_gil_is_refused_at_once(tclsh, tmp_path):
+    # This Python, with the probe's answer made that of a free-threaded
+    # Python whose GIL is off (no such Python is installed here).
+    nogil = tmp_path / "python"
+    nogil.write_text(f"#!/bin/sh\n'{sys.executable}' \"$@\" | sed 's/ True gil / True nogil /'\n")
+    nogil.chmod(0o755)
+    r = tclsh(CHECK, TCLAMP_PYTHON=str(nogil))
+    assert r.stdout.splitlines() == [
+        "1", f"tclamp: the Python at {nogil} is free-threaded and runs without the GIL, which "
+             "tclamp's bridge relies on (see the threading notes in _bridge.c): run it with the "
+             "GIL on (PYTHON_GIL=1) or use a Python built with the GIL",
+        "TCLAMP PYTHON_START", "", "alive"]
+    assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_a_free_threaded_python_without_its_gil_cannot_import_tclamp():
+    r = subprocess.run([sys.executable, "-c", "import sys\nsys._is_gil_enabled = lambda: False\n"
+                        "try:\n    import tclamp\nexcept ImportError as e:\n    print(e)\n"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == ("tclamp: this Python is free-threaded and runs without the GIL, which "
+                        "tclamp's bridge relies on (see the threading notes in _bridge.c): run it "
+                        "with the GIL on (PYTHON_GIL=1) or use a Python built with the GIL\n")
+
+
 def test_a_failed_check_starts_nothing_and_tcl_can_try_again(tclsh):
     r = tclsh("catch {package require tclamp}\n" + BRIDGE_LOADED +
               f"set env(TCLAMP_PYTHON) {{{sys.executable}}}\n"

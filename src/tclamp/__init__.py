@@ -13,6 +13,7 @@ import atexit  # noqa: E402
 import ctypes  # noqa: E402
 import importlib  # noqa: E402
 import os  # noqa: E402
+import re  # noqa: E402
 import sys  # noqa: E402
 
 
@@ -27,16 +28,33 @@ def _tcl_loads(major):
     return True
 
 
+def _recorded_tcl():
+    """The major version of the Tcl that `make setup` last built this
+    environment's bridge for (its tclConfig.sh, recorded in the
+    environment), or ""."""
+    try:
+        config = (Path(sys.prefix) / ".tclamp-tcl-config").read_text().strip()
+        found = re.search(r"^TCL_MAJOR_VERSION='?(\d+)", Path(config).read_text(), re.MULTILINE)
+    except OSError:
+        return ""
+    return found.group(1) if found else ""
+
+
 def _load_bridge():
     """The bridge for the Tcl this process uses: the one a Tcl host loaded
     (it registers itself as tclamp._bridge), else $TCLAMP_TCL's (8.6 or
-    9.0), else tkinter's, else the first built whose libtcl loads."""
+    9.0), else tkinter's, else the one of the last `make setup` (a checkout
+    may hold a bridge for each Tcl), else the first built whose libtcl
+    loads."""
     if "tclamp._bridge" in sys.modules:
         return sys.modules["tclamp._bridge"]
     built = sorted({path.name[len("_bridge")] for path in PACKAGE_DIR.glob("_bridge[0-9]*")})
     wanted = os.environ.get("TCLAMP_TCL", "")
     if not wanted and "_tkinter" in sys.modules:
         wanted = str(sys.modules["_tkinter"].TCL_VERSION)
+    if not wanted:
+        recorded = _recorded_tcl()
+        wanted = recorded if recorded in built else ""
     wanted = wanted.split(".")[0]
     if wanted and wanted not in built or not built:
         raise ImportError(f"tclamp has no bridge for Tcl {wanted or '8.6 or 9.0'} in "
@@ -46,6 +64,11 @@ def _load_bridge():
     sys.modules["tclamp._bridge"] = module
     return module
 
+
+from . import _pycompat  # noqa: E402
+
+if _pycompat.runs_without_gil():
+    raise ImportError(_pycompat.FREE_THREADED_ERROR.format(who="this Python"))
 
 _bridge = _load_bridge()
 

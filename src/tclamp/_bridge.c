@@ -34,6 +34,36 @@
  *     deleted the interpreter and no Python object refers to it; commands
  *     and handles only borrow it.  A Python-made interpreter is deleted on
  *     its own thread when its last Python reference goes, once it is idle.
+ *
+ * Threading notes: what this file leaves to the GIL.  A free-threaded
+ * Python (3.13t, 3.14t) must run with its GIL on: tclamp/__init__.py and
+ * load.tcl refuse one whose GIL is off, and a free-threaded build of this
+ * module declares that it needs the GIL (BRIDGE_INIT).  A port to a GIL-less
+ * Python replaces each of these with locks or atomics of its own:
+ *   - all_states (the list of InterpStates) and each state's refs, busy,
+ *     delete_requested and cancel_sent: plain fields, read and written
+ *     with the GIL held;
+ *   - Interp_cancel against deletion: the GIL held throughout keeps the
+ *     interpreter alive, since interp_deleted needs it to clear s->interp;
+ *   - handles_made (handle names) and handles_released (the process's
+ *     end): plain counters and flags;
+ *   - a state's handles, by_object, scripts and code caches, and every
+ *     command's remembered plans (MEMO_SLOTS): dicts and slots read and
+ *     refilled with nothing else running Python; borrowed references
+ *     (a handle's object, PyDict_GetItem results, PyList_GET_ITEM) stay
+ *     valid only for that reason, and so do the reference counts of
+ *     objects that threads share;
+ *   - the exit path (close_python): when another thread is inside Python,
+ *     the exiting thread keeps the GIL so that no Python code runs again;
+ *     without a GIL nothing stops the others;
+ *   - keep_gil (tohil's mode) keeps the GIL while Tcl runs, and the
+ *     per-thread state that entering parks and takes back (ThreadBridge)
+ *     assumes that holding a thread state means holding the GIL;
+ *   - tcl_exit_proc, and the ThreadGuard's clean-up, run with the GIL
+ *     held on the thread that set them.
+ * What does not rest on the GIL: python_state and the entry counters
+ * (atomics), lifecycle_lock (start and close), the unused-object queue
+ * (unused_lock), and the ATen programs, which run without the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -3823,6 +3853,13 @@ BRIDGE_INIT(void)
     PyObject *m = PyModule_Create(&bridge_module);
     if (m == NULL)
         return NULL;
+#ifdef Py_GIL_DISABLED
+    /* A free-threaded Python turns its GIL on for us (threading notes). */
+    if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_USED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
     if (PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
             || PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0
             || PyModule_AddObjectRef(m, "Script", (PyObject *)&ScriptType) < 0

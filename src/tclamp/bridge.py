@@ -3,7 +3,6 @@
 Arguments arrive as str, or as the object itself when the argument names a
 live object handle (the C bridge looks those up).
 """
-import atexit
 import builtins
 import code
 import gc
@@ -16,7 +15,7 @@ import sys
 import textwrap
 import threading
 
-from . import _bridge, scope
+from . import _bridge, _pycompat, scope
 from .errors import TclError, UsageError
 
 
@@ -337,7 +336,7 @@ tcl = CurrentTcl()
 
 def run_atexit():
     """Python's atexit handlers, as its own end runs them (once)."""
-    atexit._run_exitfuncs()
+    _pycompat.run_exitfuncs()
 
 
 def flush_files():
@@ -368,24 +367,11 @@ def thread_ended():
     """This thread is ending while Python keeps its state (thread::exit with
     Python frames live, or the thread that started Python): tell threading,
     so that joins and the process's end do not wait for it."""
-    thread = threading.current_thread()
-    lock = getattr(thread, "_tstate_lock", None)            # Python 3.12 and older
-    if lock is not None and lock.locked():
-        lock.release()
-    stop = getattr(thread, "_stop", None)
-    if stop is not None:
-        stop()
-    handle = getattr(thread, "_handle", None)               # Python 3.13
-    if handle is not None and not handle.is_done():
-        handle._set_done()
-        thread._delete()
-        # Python's own end still waits for every thread it started to come
-        # back to its thread bootstrap, which this one never does.
-        threading._thread_shutdown = join_other_threads
+    _pycompat.end_thread(threading.current_thread(), join_other_threads)
 
 
 def join_other_threads():
-    """threading's end on Python 3.13 once a thread has ended under
+    """threading's end from Python 3.13 on, once a thread has ended under
     thread::exit: wait for the non-daemon threads that still run."""
     me = threading.current_thread()
     for thread in threading.enumerate():

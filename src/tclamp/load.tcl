@@ -83,8 +83,10 @@ if {$running ne ""} {
         throw {TCLAMP PYTHON_START} \
             "tclamp: cannot start Python: \"$python\" is not an executable file"
     }
-    # About 10 ms: the Python's version, whether it finds torch (without
-    # importing it) on the path the bridge will give it, and its libpython.
+    # About 10 ms: the Python's ABI (a free-threaded build's bridges are
+    # cpython-314t) and version, whether it finds torch (without importing
+    # it) on the path the bridge will give it, whether its GIL is on (with
+    # the environment the bridge will give it), and its libpython.
     set probe {import sys, os, sysconfig, importlib.util
 if sys.path and sys.path[0] == "": del sys.path[0]
 v = lambda name: sysconfig.get_config_var(name) or ""
@@ -92,10 +94,11 @@ name = v("INSTSONAME") or v("LDLIBRARY")
 places = [v("PYTHONFRAMEWORKPREFIX"), v("LIBDIR"), os.path.join(v("LIBDIR"), v("MULTIARCH")),
           v("LIBPL"), os.path.join(sys.base_prefix, "lib")]
 lib = next((os.path.join(d, name) for d in places if d and os.path.isfile(os.path.join(d, name))), name)
-print("tclamp-probe", sys.implementation.cache_tag, sys.version.split()[0],
-      importlib.util.find_spec("torch") is not None, lib)}
+print("tclamp-probe", sys.implementation.cache_tag + ("t" if v("Py_GIL_DISABLED") else ""),
+      sys.version.split()[0], importlib.util.find_spec("torch") is not None,
+      "gil" if getattr(sys, "_is_gil_enabled", lambda: True)() else "nogil", lib)}
     if {[catch {exec -- $python -c $probe << {} 2>@1} said]
-            || ![regexp -line {^tclamp-probe (\S+) (\S+) (True|False) (.*)$} $said -> tag found torch libpython]} {
+            || ![regexp -line {^tclamp-probe (\S+) (\S+) (True|False) (gil|nogil) (.*)$} $said -> tag found torch gil libpython]} {
         set said [string range [lindex [split [string trim $said] \n] 0] 0 199]
         if {$said eq ""} {
             set said "it printed nothing"
@@ -103,9 +106,14 @@ print("tclamp-probe", sys.implementation.cache_tag, sys.version.split()[0],
         throw {TCLAMP PYTHON_START} \
             "tclamp: cannot start Python: \"$python\" is not a Python interpreter ($said)"
     }
+    if {$gil eq "nogil"} {
+        throw {TCLAMP PYTHON_START} "tclamp: the Python at $python is free-threaded and\
+            runs without the GIL, which tclamp's bridge relies on (see the threading notes\
+            in _bridge.c): run it with the GIL on (PYTHON_GIL=1) or use a Python built with the GIL"
+    }
     # The bridges' file names carry the ABI they were built for: .cpython-311-...
     if {![llength [lsearch -all -glob $bridges *.$tag-*]]} {
-        set built [lmap b $bridges {regsub {.*\.cpython-(\d)(\d+)-.*} [file tail $b] {\1.\2}}]
+        set built [lmap b $bridges {regsub {.*\.cpython-(\d)(\d+t?)-.*} [file tail $b] {\1.\2}}]
         throw {TCLAMP PYTHON_START} "tclamp: the Python at $python is $found, but this\
             tclamp was built for Python [join $built {, }]: set TCLAMP_PYTHON to a Python\
             [join $built { or }] that has torch, or install tclamp into the Python you want"

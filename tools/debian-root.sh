@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# A Debian 13 (trixie) root for testing tclamp on Tcl 9.0 and Debian's
-# Python 3.13.  Run as root.
+# A Debian root for testing tclamp on the Tcls and Pythons of another
+# Debian: trixie (Debian 13: Tcl 9.0, Python 3.13) or sid (unstable: Tcl
+# 8.6.18 and 9.0.4, Pythons 3.14 and 3.15).  Run as root.
 #
-#   tools/trixie-root.sh ROOT              make the root (reused when done)
-#   tools/trixie-root.sh ROOT run CMD...   run CMD inside it, with proc, dev,
-#                                          dev/pts and sys mounted for CMD only
+#   tools/debian-root.sh SUITE ROOT              make the root (reused when done)
+#   tools/debian-root.sh SUITE ROOT run CMD...   run CMD inside it, with proc,
+#                                                dev, dev/pts and sys mounted
+#                                                for CMD only
 #
 # The packages come from the Debian archive this machine's apt already uses.
 set -euo pipefail
 
-root=${1:?usage: $0 ROOT [run CMD...]}
-shift
+suite=${1:?usage: $0 trixie|sid ROOT [run CMD...]}
+root=${2:?usage: $0 trixie|sid ROOT [run CMD...]}
+shift 2
 # xauth for xvfb-run (only recommended by xvfb); python3-tk, whose Tcl is
 # 8.6, for the tests that say why a tkinter host cannot load Tcl 9's bridge.
-packages=tcl9.0-dev,tcl9.0-thread,tk9.0,tcl8.6-dev,tcl-thread,python3-dev,python3-venv,build-essential,make,git,xvfb,xauth,python3-tk
-stamp=$root/.tclamp-trixie-root
+# sid has one tcl-thread for both Tcls (no tcl9.0-thread) and its Pythons
+# by version; valgrind is what `make setup` would install otherwise.
+case $suite in
+    trixie) packages=tcl9.0-dev,tcl9.0-thread,tk9.0,tcl8.6-dev,tcl-thread,python3-dev,python3-venv,build-essential,make,git,xvfb,xauth,python3-tk ;;
+    sid) packages=tcl9.0-dev,tk9.0,tcl8.6-dev,tk8.6,tcl-thread,python3.14-dev,python3.14-venv,python3.15-dev,python3.15-venv,build-essential,make,git,xvfb,xauth,valgrind,python3-tk ;;
+    *) echo "$0: no packages known for suite $suite (trixie, sid)" >&2; exit 2 ;;
+esac
+stamp=$root/.tclamp-$suite-root
 
 # The first non-security archive named in apt's sources (deb822 or one-line).
 debian_archive() {
@@ -44,17 +53,20 @@ make_root() {
             unmount_all
             rm -rf --one-file-system "$root"
         fi
-        debootstrap --variant=minbase --include="$packages" trixie "$root" "$(debian_archive)"
+        debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$(debian_archive)"
         copy_host_files
     fi
     echo "$packages" > "$stamp"
 }
 
 # pip needs this machine's CA bundle; torchrun's rendezvous needs the host
-# name to resolve.
+# name to resolve.  sid's Release file is often past its Valid-Until (the
+# archive is renewed weekly, a snapshot of it is not): apt inside the root
+# takes it anyway.
 copy_host_files() {
     cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
     cp /etc/hosts /etc/resolv.conf "$root/etc/"
+    echo 'Acquire::Check-Valid-Until "false";' > "$root/etc/apt/apt.conf.d/99tclamp-valid-until"
 }
 
 # Mounts that an interrupted debootstrap left behind (removed before a
@@ -88,5 +100,5 @@ make_root
 case "${1:-}" in
     "") ;;
     run) shift; run_inside "$@" ;;
-    *) echo "usage: $0 ROOT [run CMD...]" >&2; exit 2 ;;
+    *) echo "usage: $0 trixie|sid ROOT [run CMD...]" >&2; exit 2 ;;
 esac
