@@ -29,7 +29,9 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 # torchrun's environment (RANK, WORLD_SIZE, MASTER_ADDR, ...) says where to meet.
-device_type = "cuda" if torch.cuda.is_available() else "cpu"
+# A GPU for each of this machine's ranks, or else all of them on the CPU.
+local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+device_type = "cuda" if torch.cuda.device_count() >= local_ranks else "cpu"
 dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 device = "cpu"

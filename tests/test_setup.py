@@ -39,10 +39,15 @@ def test_thread_check_fails_without_thread(tmp_path):
     assert r.stdout.strip().startswith("2.")
 
 
-def test_setup_would_install_what_is_missing(tmp_path):
-    # Only the Thread package is missing where make setup installed the rest.
+def needs_the_rest_set_up():
+    """The tests below take away the Thread package alone: elsewhere make
+    setup has installed the rest, which a GPU machine lacks."""
     needs_setup("what make setup installs (Tcl's headers, Tk, Xvfb, valgrind)",
                 os.environ.get("TCL_CONFIG") and all(map(shutil.which, (WISH, "Xvfb", "valgrind"))))
+
+
+def test_setup_would_install_what_is_missing(tmp_path):
+    needs_the_rest_set_up()
     r = subprocess.run(["make", "-n", "system-packages", f"TCLSH={fake_tclsh(tmp_path, 'Thread')}",
                         f"WISH={WISH}"],
                        cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
@@ -70,6 +75,7 @@ def fake_apt(tmp_path, known):
 
 def thread_package_installed(tmp_path, known):
     """What `make system-packages` for a Tcl 9.0 without Thread installs."""
+    needs_the_rest_set_up()
     env = dict(os.environ, PATH=f"{fake_apt(tmp_path, known)}:{os.environ['PATH']}")
     subprocess.run(["make", "-s", "system-packages", f"TCLSH={fake_tclsh(tmp_path, 'Thread')}",
                     "TCL_VERSION=9.0", f"WISH={WISH}"],
