@@ -80,14 +80,13 @@ class Signature:
         # The plain positional form's shortcut (see parse): a reader per
         # positional parameter, and how many words give every required one
         # (more than any call has when a required one is named-only).
-        positional = [p for p in self.params if not p.named_only]
+        positional = tuple(p for p in self.params if not p.named_only)
         object.__setattr__(self, "readers", tuple(p.reader() for p in positional))
         object.__setattr__(self, "least_words", len(self.params) + 1
                            if any(p.required and p.named_only for p in self.params)
                            else max((i + 1 for i, p in enumerate(positional) if p.required),
                                     default=0))
-        object.__setattr__(self, "positional",
-                           tuple(p.name for p in self.params if not p.named_only))
+        object.__setattr__(self, "positional", tuple(p.name for p in positional))
         object.__setattr__(self, "flag_list", ", ".join(f for p in self.params for f in p.flags))
 
     def unknown(self, flag, word):
