@@ -2075,10 +2075,11 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
 {
     Command *cmd = cd;
     Entry e;
-    /* The words that key the memo: a script command's, without its script
-       (and with no script word at all, none: its parser reports that). */
-    int keyc = cmd->script ? objc - 1 : objc;
-    int memo_usable = cmd->planned && keyc >= 1 && (!cmd->script || objc >= 2);
+    /* The words that key the memo (objv[1 .. keyc-1]): a script command's
+       without its script; a script command given no word at all has no
+       memo (its parser reports that). */
+    int keyc = cmd->script && objc >= 2 ? objc - 1 : objc;
+    int memo_usable = cmd->planned && (!cmd->script || objc >= 2);
     if (memo_usable && python_usable()) {
         /* Counted before the check: stop_programs_at_exit marks programs
            stopped, then waits for the count, so either it sees us or we
