@@ -157,3 +157,13 @@ def pytest_collection_modifyitems(items):
     if tier and not torch_sees_gpu():
         for item in tier:
             item.add_marker(pytest.mark.skip(reason="torch sees no GPU"))
+
+
+def reset_autocast():
+    """torch's autocast state as a new thread has it (this process's tests
+    change it through the commands)."""
+    import torch
+    for device in ("cuda", "cpu"):
+        torch.set_autocast_enabled(device, False)
+    torch.set_autocast_dtype("cuda", torch.float16)
+    torch.set_autocast_dtype("cpu", torch.bfloat16)

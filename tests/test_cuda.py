@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from tclamp import TclError, tcl
+from conftest import reset_autocast
 
 pytestmark = pytest.mark.cuda
 
@@ -15,10 +16,7 @@ pytestmark = pytest.mark.cuda
 @pytest.fixture(autouse=True)
 def autocast_off():
     yield
-    for device in ("cuda", "cpu"):
-        torch.set_autocast_enabled(device, False)
-    torch.set_autocast_dtype("cuda", torch.float16)
-    torch.set_autocast_dtype("cpu", torch.bfloat16)
+    reset_autocast()
 
 
 def matmul_dtype():

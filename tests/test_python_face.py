@@ -10,15 +10,13 @@ import torch
 
 import tclamp
 from tclamp import TclError, tcl
-from conftest import ROOT, TCL_VERSION, tcl_length
+from conftest import ROOT, TCL_VERSION, reset_autocast, tcl_length
 
 
 @pytest.fixture(autouse=True)
 def autocast_off():
     yield
-    for device in ("cuda", "cpu"):
-        torch.set_autocast_enabled(device, False)
-    torch.set_autocast_dtype("cpu", torch.bfloat16)
+    reset_autocast()
 
 
 def test_eval_in_process_interpreter():
