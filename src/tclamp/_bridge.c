@@ -3183,6 +3183,17 @@ Interp_handle_name(InterpObject *self, PyObject *obj)
     return Py_NewRef(name ? name : Py_None);
 }
 
+/* py keep asks which scope made a handle: its number, as handles_since
+   reads it (0 for a name that is not a handle's own). */
+static PyObject *
+Interp_handle_number(InterpObject *self, PyObject *name)
+{
+    InterpState *s = self->state;
+    if (!PyUnicode_Check(name))
+        return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(name)->tp_name);
+    return PyLong_FromUnsignedLong(s != NULL ? handle_number(s, name) : 0);
+}
+
 /* Deletes the handles named (those still alive: a finalizer of one may
    have released another). */
 static PyObject *
@@ -3209,6 +3220,9 @@ static PyMethodDef Interp_methods[] = {
      "oldest first (renamed ones excepted)"},
     {"handle_name", (PyCFunction)Interp_handle_name, METH_O,
      "handle_name(obj) -> str or None: the name of obj's handle here"},
+    {"handle_number", (PyCFunction)Interp_handle_number, METH_O,
+     "handle_number(name) -> int: N of the handle made as ::py::objN and still so "
+     "named, else 0"},
     {"release_handles", (PyCFunction)Interp_release_handles, METH_O,
      "release_handles(names): delete the live handles among the names"},
     {"eval", (PyCFunction)(void (*)(void))Interp_eval, METH_FASTCALL | METH_KEYWORDS,

@@ -22,7 +22,6 @@ import re
 from . import _bridge
 from .errors import UsageError
 
-HANDLE_NAME = re.compile(r"::py::obj(\d+)", re.ASCII)
 HANDLE_IN_TEXT = re.compile(r"::py::obj\d+(?!\d)", re.ASCII)
 TCL_ERROR = 1
 
@@ -80,20 +79,14 @@ def py_keep(*args):
         raise UsageError("HANDLE", f'not a py object handle: "{obj}"')
     interp = _bridge.current()
     name = interp.handle_name(obj)
-    number = handle_number(name)
-    if number is not None:
+    number = interp.handle_number(name) if name is not None else 0
+    if number:
         for scope in reversed(_running.get(interp, ())):
             if number > scope.mark:
                 # The innermost scope that began before the handle was made.
                 scope.kept.add(name)
                 break
     return obj
-
-
-def handle_number(name):
-    """N of a handle named ::py::objN, else None (a renamed handle)."""
-    match = HANDLE_NAME.fullmatch(name or "")
-    return int(match[1]) if match else None
 
 
 def add_commands(interp):
