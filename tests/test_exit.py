@@ -185,6 +185,34 @@ def test_exit_from_three_tcl_threads_at_once(tmp_path):
     assert (tmp_path / "out.txt").read_text() == "main-data", r.report
 
 
+# The Thread package's exit handler releases each pool and returns while its
+# workers are still deleting their interpreters and ending their threads;
+# libraries' destructors run beside them corrupted the heap now and then.
+# Each round: eight workers that used torch, the exit from the main thread
+# or from a thread without tclamp.
+@pytest.mark.parametrize("ending", ["exit 3", "thread::create {exit 3}; vwait forever"])
+def test_exit_while_a_pools_workers_that_used_torch_end(ending, tmp_path):
+    script = """\
+        package require Thread
+        set pool [tpool::create -minworkers 8 -maxworkers 8 -initcmd [list apply {{path} {
+            set ::auto_path $path; package require tclamp
+            torch::autocast -device cpu -dtype bfloat16 {
+                py exec {import torch; torch.ones(4, 4) @ torch.ones(4, 4)}
+            }}} $auto_path]]
+        set job [tpool::post $pool {py exec {open('out.txt', 'w').write('worker-data')}}]
+        tpool::wait $pool $job
+        package require tclamp
+        py exec {import atexit; atexit.register(print, 'atexit ran')}
+        puts main
+        ENDING
+        """.replace("ENDING", ending)
+    for round_ in range(4):
+        r = tclsh(tmp_path, script)
+        assert_clean(r, 3)
+        assert r.stdout.splitlines() == ["main", "atexit ran"], f"round {round_}: {r.report}"
+        assert (tmp_path / "out.txt").read_text() == "worker-data", r.report
+
+
 def test_exit_from_two_python_threads_at_once(tmp_path):
     r = python(tmp_path, """\
         import tclamp, threading, atexit, time

@@ -107,6 +107,7 @@ static atomic_int python_finalized;     /* Py_FinalizeEx has begun */
 static atomic_int entries_active;       /* threads inside a Tcl->Python call */
 static atomic_int abandoned_threads;    /* states left with live frames */
 static atomic_int deletions_pending;    /* interpreters waiting to be deleted */
+static atomic_int tcl_threads_in_python;/* Tcl threads with a state of ours, not ended */
 static int python_started_here;         /* Tcl host: we initialized Python */
 static PyThreadState *first_state;      /* the state Python started with */
 static int tcl_finalizing;              /* Tcl's exit handlers are running */
@@ -173,6 +174,7 @@ first_contact(ThreadBridge *t, Entry *e)
         return;                 /* one of Python's threads */
     PyGILState_Ensure();        /* creates the state, takes the GIL; kept */
     t->own = PyThreadState_Get();
+    atomic_fetch_add(&tcl_threads_in_python, 1);
     e->restored = t->own;       /* leave() parks it */
 }
 
@@ -3487,6 +3489,25 @@ static int closing;                     /* ... while it runs its steps */
 static int shutdown_step(int i);
 
 /*
+ * After Tcl's exit handlers, other Tcl threads may still be ending: the
+ * Thread package's handler releases every thread pool and returns once
+ * each worker has signalled, while the workers go on deleting their
+ * interpreters and ending their threads.  libc's exit would then run every
+ * library's destructors (torch's take a tenth of a second) beside them,
+ * and that race corrupted the heap now and then (a pool whose workers
+ * loaded tclamp).  So when another Tcl thread that entered Python is still
+ * there, the process ends as soon as exit begins: Python is closed, Tcl
+ * has flushed this thread's channels, and C's streams are flushed here.
+ * (glibc's on_exit hands over the status; elsewhere exit runs as it would.)
+ */
+static void
+end_before_destructors(int status, void *unused)
+{
+    fflush(NULL);
+    _exit(status);
+}
+
+/*
  * The process ends in one of three ways, and Python is closed first in
  * each (finalized where that is safe when Tcl hosts it, else atexit runs
  * and everything written is flushed), on the thread that ends it:
@@ -3505,6 +3526,10 @@ tcl_exit_handler(ClientData unused)
 {
     close_python_for_exit(python_started_here);
     tcl_finalizing = 1;
+#ifdef __GLIBC__
+    if (atomic_load(&tcl_threads_in_python) > (here.own != NULL))
+        on_exit(end_before_destructors, NULL);  /* registered last: runs first */
+#endif
 }
 
 static void
@@ -4016,6 +4041,8 @@ thread_exit_handler(ClientData unused)
            state must outlive it (frames, tracebacks), so it is abandoned,
            and Python's threading learns that one of its threads ended. */
         atomic_fetch_add(&abandoned_threads, 1);
+        if (t->own != NULL)
+            atomic_fetch_sub(&tcl_threads_in_python, 1);
         if (t->parked != NULL) {
             PyEval_RestoreThread(t->parked);
             release_in_flight(t);
@@ -4044,6 +4071,7 @@ thread_exit_handler(ClientData unused)
         PyThreadState_DeleteCurrent();
     }
     t->own = NULL;
+    atomic_fetch_sub(&tcl_threads_in_python, 1);
 }
 
 /* ------------------------------------------------------------------ */
@@ -4133,6 +4161,7 @@ start_python(Tcl_Interp *interp)
     atexit(close_python_at_process_exit);
     /* This thread's state is its own, like any Tcl thread's. */
     here.own = first_state = PyThreadState_Get();
+    atomic_fetch_add(&tcl_threads_in_python, 1);
     here.known = 1;
     Tcl_CreateThreadExitHandler(thread_exit_handler, NULL);
     here.parked = PyEval_SaveThread();
