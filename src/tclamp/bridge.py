@@ -49,13 +49,19 @@ def py_interact(*args):
     return ""
 
 
+def _name_parts(name):
+    """The parts of a dotted name; NameError if one is empty."""
+    parts = name.split(".")
+    if not all(parts):
+        raise NameError(f"bad name '{name}'")
+    return parts
+
+
 def resolve(name):
     """The object a dotted name means: looked up in __main__, then in
     builtins, then imported as a module path (os.path.join).  `py call`
     (in C) does the first two itself and comes here for the rest."""
-    first, *rest = name.split(".")
-    if not first or not all(rest):
-        raise NameError(f"bad name '{name}'")
+    first, *rest = _name_parts(name)
     namespace = _main_namespace()
     if first in namespace:
         obj = namespace[first]
@@ -176,11 +182,8 @@ def _check_name(word, what):
     """A _Name for `word` if it can name something: a dotted name whose
     first part is in __main__, in builtins, or a module that exists (found
     without importing it)."""
-    parts = word.split(".")
-    first = parts[0]
     try:
-        if not all(parts):
-            raise NameError(f"bad name '{word}'")
+        first = _name_parts(word)[0]
         if (first not in _main_namespace() and not hasattr(builtins, first)
                 and importlib.util.find_spec(first) is None):
             raise NameError(f"name '{first}' is not defined")
