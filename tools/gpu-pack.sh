@@ -10,14 +10,15 @@ set -eu
 cd "$(dirname "$0")/.."
 python=${1:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions/3.12.1/bin/python3}
 version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+wheel="dist/tclamp-*-cp$(echo "$version" | tr -d .)-*.whl"
 pip=${PACK_PIP:-.venv/bin/python -m pip}
 pack=build/gpu-check
 rm -rf $pack
 mkdir -p $pack/debs $pack/wheels
 (cd $pack/debs && apt-get download -q tcl8.6 libtcl8.6 tcl-thread)
-rm -f dist/tclamp-*-cp$(echo "$version" | tr -d .)-*.whl
+rm -f $wheel
 tools/wheels.sh "$python"
-cp dist/tclamp-*-cp$(echo "$version" | tr -d .)-*.whl $pack/wheels/
+cp $wheel $pack/wheels/
 # numpy too, for a machine whose torch came without it (torch warns then).
 $pip download -q --disable-pip-version-check --only-binary=:all: --python-version "$version" \
     --implementation cp --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
