@@ -328,6 +328,8 @@ struct InterpState {
     PyObject *command_names;    /* Interp.call: name str -> its Tcl value, which
                                    keeps the command Tcl found */
     PyObject *codes[2];         /* py eval, py exec: source str -> code object */
+    struct Handle *newest;      /* live handles, newest first (->older): py scope's */
+    struct ScopeFrame *scopes;  /* running py scopes, innermost first (->outer) */
     InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
     InterpState *prev, *next;   /* every state, for exit and cross-thread work */
 };
@@ -1017,6 +1019,14 @@ is_handle_name(const char *s, Tcl_Size len)
     return 1;
 }
 
+/* Whether `s` is ::py::objN for the N a handle was made with. */
+static int
+is_own_name(const char *s, size_t len, unsigned long number)
+{
+    return is_handle_name(s, (Tcl_Size)len)
+        && strtoul(s + sizeof(HANDLE_PREFIX) - 1, NULL, 10) == number;
+}
+
 /* A name of the handle form that this interpreter does not hold: where it
    belongs, for a clear error (handle names are unique in the process). */
 static PyObject *
@@ -1395,12 +1405,14 @@ raise_tcl_error(Tcl_Interp *interp, int code)
 
 static int handles_released;            /* at the process's end (GIL) */
 
-typedef struct {
+typedef struct Handle {
     Lifetime life;
     InterpState *owner;         /* counted in owner->refs */
     PyObject *object;           /* borrowed: owner->handles holds it */
     PyObject *name;             /* its key in owner->handles */
     unsigned long number;       /* N of the name it was made with, ::py::objN */
+    int renamed;                /* no longer under that name: no scope releases it */
+    struct Handle *older, *newer;   /* in owner's list while its command lives */
 } Handle;
 
 static int
@@ -1469,10 +1481,13 @@ static void
 handle_deleted(ClientData cd)
 {
     Handle *h = cd;
+    InterpState *s = h->owner;
+    /* Out of the list first: the command is gone, whatever happens next. */
+    if (h->newer) h->newer->older = h->older; else s->newest = h->older;
+    if (h->older) h->older->newer = h->newer;
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;                 /* Python is gone; so is the object */
-    InterpState *s = h->owner;
     InterpState *outer = here.current;
     here.current = s;           /* a __del__ run now sees who released it */
     /* Only our own entries go: a new handle may hold this name already (a
@@ -1500,6 +1515,18 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
     Handle *h = cd;
     if (new_name == NULL || new_name[0] == '\0' || (flags & TCL_TRACE_DESTROYED))
         return;                 /* deletion: handle_deleted does the work */
+    h->renamed = !is_own_name(new_name, strlen(new_name), h->number);
+    /* Now the newest, as in the handles dict (docs/py.md: a handle renamed
+       away and back hides the ones made before it from a running scope). */
+    InterpState *owner = h->owner;
+    if (owner->newest != h) {
+        h->newer->older = h->older;
+        if (h->older) h->older->newer = h->newer;
+        h->older = owner->newest;
+        h->newer = NULL;
+        owner->newest->newer = h;
+        owner->newest = h;
+    }
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;
@@ -1564,10 +1591,33 @@ make_handle(InterpState *owner, PyObject *value)
     h->object = value;
     h->name = name;
     h->number = handles_made;
+    h->older = owner->newest;
+    if (h->older) h->older->newer = h;
+    owner->newest = h;
     const char *cname = PyUnicode_AsUTF8(name);
     Tcl_CreateObjCommand(owner->interp, cname, handle_command, h, handle_deleted);
     Tcl_TraceCommand(owner->interp, cname, TCL_TRACE_RENAME, handle_renamed, h);
     return Tcl_NewStringObj(cname, -1);
+}
+
+/* The number of the handle named `name` when that is still the name it
+   was made with, else 0 (a handle the script renamed is its own, whatever
+   the new name). */
+static unsigned long
+handle_number(InterpState *s, PyObject *name)
+{
+    Py_ssize_t len;
+    const char *text = PyUnicode_AsUTF8AndSize(name, &len);
+    Tcl_CmdInfo info;
+    if (text == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (!is_handle_name(text, len) || s->interp == NULL
+            || !Tcl_GetCommandInfo(s->interp, text, &info) || info.objProc != handle_command)
+        return 0;
+    unsigned long number = ((Handle *)info.objClientData)->number;
+    return is_own_name(text, (size_t)len, number) ? number : 0;
 }
 
 static void
@@ -2783,6 +2833,142 @@ tcl_done(InterpState *s)
     run_pending_deletions();
 }
 
+/* ------------------------------------------------------------------ */
+/* py scope: the handles a script makes go when it ends                  */
+
+/*
+ * Handles are numbered in the order they are made, process-wide, and each
+ * interpreter lists its live ones newest first: a scope notes the newest
+ * number when it begins, and at its end the handles numbered above that
+ * are the body's.  Those go, except the ones `py keep` gave to the scope
+ * (they then belong to the enclosing one), the ones renamed (a script's
+ * own), and the ones whose names occur in the body's result, as whole
+ * names at any depth, unless the body failed: an error's message is no
+ * value to hand on.  See docs/py.md.
+ */
+typedef struct ScopeFrame {
+    unsigned long mark;         /* the newest handle's number when it began */
+    unsigned long *kept;        /* numbers py keep gave it (ckalloc) */
+    int kept_count, kept_room;
+    struct ScopeFrame *outer;
+} ScopeFrame;
+
+static int
+scope_keeps(const ScopeFrame *f, unsigned long number)
+{
+    for (int i = 0; i < f->kept_count; i++) {
+        if (f->kept[i] == number)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether `text` names handle `number` as a whole name: ::py::objN not
+   followed by another digit. */
+static int
+text_names_handle(const char *text, Tcl_Size len, unsigned long number)
+{
+    const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
+    char digits[24];
+    int n = snprintf(digits, sizeof digits, "%lu", number);
+    const char *end = text + len, *p = text;
+    while ((p = memchr(p, ':', (size_t)(end - p))) != NULL) {
+        if (end - p >= prefix + n && memcmp(p, HANDLE_PREFIX, prefix) == 0
+                && memcmp(p + prefix, digits, n) == 0
+                && (p + prefix + n == end || p[prefix + n] < '0' || p[prefix + n] > '9'))
+            return 1;
+        p++;
+    }
+    return 0;
+}
+
+/* The scope's handles go (GIL held); the body's outcome stays as it was,
+   whatever the objects' finalizers do. */
+static int
+end_scope(InterpState *s, Tcl_Interp *interp, const ScopeFrame *f, int code)
+{
+    PyObject *gone = NULL;
+    Tcl_Size len = 0;
+    const char *result = NULL;
+    for (Handle *h = s->newest; h != NULL && h->number > f->mark; h = h->older) {
+        if (h->renamed || scope_keeps(f, h->number))
+            continue;
+        if (code != TCL_ERROR) {
+            if (result == NULL)
+                result = Tcl_GetStringFromObj(Tcl_GetObjResult(interp), &len);
+            if (text_names_handle(result, len, h->number))
+                continue;
+        }
+        if ((gone == NULL && (gone = PyList_New(0)) == NULL) || PyList_Append(gone, h->name) < 0)
+            break;
+    }
+    if (gone == NULL || PyErr_Occurred()) {
+        PyErr_Clear();          /* no memory for the list: the handles stay */
+        Py_XDECREF(gone);
+        return code;
+    }
+    PyList_Reverse(gone);       /* oldest first, as they were made */
+    Tcl_InterpState outcome = Tcl_SaveInterpState(interp, code);
+    delete_handles_named(s, gone);
+    Py_DECREF(gone);
+    return Tcl_RestoreInterpState(interp, outcome);
+}
+
+static int
+scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
+{
+    InterpState *s = cd;
+    if (objc != 2)
+        return wrong_args(interp, "py scope body");
+    Entry e;
+    if (enter(&e, s, interp) < 0)
+        return TCL_ERROR;
+    ScopeFrame frame = {handles_made, NULL, 0, 0, s->scopes};
+    s->scopes = &frame;
+    int code;
+    /* The body runs in the caller's frame, as Tcl's own value (its
+       bytecode is kept), and ends the command as it ended. */
+    RUN_TCL(s, code = Tcl_EvalObjEx(interp, objv[1], 0));
+    s->scopes = frame.outer;
+    if (code != TCL_OK) {
+        /* As `catch` then `return -options` would: the errorInfo is the
+           body's own, with no line for this command. */
+        Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
+        Tcl_IncrRefCount(options);
+        code = Tcl_SetReturnOptions(interp, options);
+        Tcl_DecrRefCount(options);
+    }
+    code = end_scope(s, interp, &frame, code);
+    if (frame.kept != NULL)
+        ckfree(frame.kept);
+    tcl_done(s);
+    leave(&e);
+    return code;
+}
+
+/* py keep: the handle outlives the innermost running scope that began
+   before it was made, and belongs to the enclosing one. */
+static PyObject *
+Interp_keep_in_scope(InterpObject *self, PyObject *name)
+{
+    InterpState *s = self->state;
+    if (!PyUnicode_Check(name))
+        return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(name)->tp_name);
+    unsigned long number = s != NULL ? handle_number(s, name) : 0;
+    for (ScopeFrame *f = number ? s->scopes : NULL; f != NULL; f = f->outer) {
+        if (number > f->mark) {
+            if (f->kept_count == f->kept_room) {
+                f->kept_room = f->kept_room ? 2 * f->kept_room : 4;
+                f->kept = (unsigned long *)ckrealloc((char *)f->kept,
+                                                     f->kept_room * sizeof(unsigned long));
+            }
+            f->kept[f->kept_count++] = number;
+            break;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
 static void
 release_kept_value(PyObject *capsule)
 {
@@ -3102,73 +3288,6 @@ Interp_handle_names(InterpObject *self, PyObject *unused)
     return s && s->handles ? PyDict_Keys(s->handles) : PyList_New(0);
 }
 
-/* The number of the handle named `name` when that is still the name it
-   was made with, else 0 (a handle the script renamed is its own, whatever
-   the new name). */
-static unsigned long
-handle_number(InterpState *s, PyObject *name)
-{
-    Py_ssize_t len;
-    const char *text = PyUnicode_AsUTF8AndSize(name, &len);
-    Tcl_CmdInfo info;
-    if (text == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (!is_handle_name(text, len) || s->interp == NULL
-            || !Tcl_GetCommandInfo(s->interp, text, &info) || info.objProc != handle_command)
-        return 0;
-    unsigned long number = ((Handle *)info.objClientData)->number;
-    return strtoul(text + sizeof(HANDLE_PREFIX) - 1, NULL, 10) == number ? number : 0;
-}
-
-/* What py scope needs: the number of the newest handle so far (handles
-   are numbered in the order they are made, process-wide)... */
-static PyObject *
-Interp_get_handle_mark(InterpObject *self, void *unused)
-{
-    return PyLong_FromUnsignedLong(handles_made);
-}
-
-/* ...and the live handles numbered above such a mark, oldest first.  The
-   names are kept oldest first, so the scan from the newest stops at the
-   first older one; a renamed handle moved to the end under its new name,
-   and is skipped. */
-static PyObject *
-Interp_handles_since(InterpObject *self, PyObject *arg)
-{
-    InterpState *s = self->state;
-    unsigned long mark = PyLong_AsUnsignedLong(arg);
-    if (mark == (unsigned long)-1 && PyErr_Occurred())
-        return NULL;
-    PyObject *made = PyList_New(0);
-    if (made == NULL || s == NULL || s->handles == NULL || PyDict_GET_SIZE(s->handles) == 0)
-        return made;
-    PyObject *newest_first = PyObject_CallOneArg((PyObject *)&PyReversed_Type, s->handles);
-    if (newest_first == NULL) {
-        Py_DECREF(made);
-        return NULL;
-    }
-    PyObject *name;
-    while ((name = PyIter_Next(newest_first)) != NULL) {
-        unsigned long number = handle_number(s, name);
-        if (number != 0 && number <= mark) {
-            Py_DECREF(name);
-            break;
-        }
-        if (number != 0 && PyList_Append(made, name) < 0)
-            Py_CLEAR(made);
-        Py_DECREF(name);
-        if (made == NULL)
-            break;
-    }
-    Py_DECREF(newest_first);
-    if (made == NULL || PyErr_Occurred() || PyList_Reverse(made) < 0) {
-        Py_XDECREF(made);
-        return NULL;
-    }
-    return made;
-}
 
 /* The name of obj's handle in this interpreter, or None. */
 static PyObject *
@@ -3185,48 +3304,16 @@ Interp_handle_name(InterpObject *self, PyObject *obj)
     return Py_NewRef(name ? name : Py_None);
 }
 
-/* py keep asks which scope made a handle: its number, as handles_since
-   reads it (0 for a name that is not a handle's own). */
-static PyObject *
-Interp_handle_number(InterpObject *self, PyObject *name)
-{
-    InterpState *s = self->state;
-    if (!PyUnicode_Check(name))
-        return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(name)->tp_name);
-    return PyLong_FromUnsignedLong(s != NULL ? handle_number(s, name) : 0);
-}
-
-/* Deletes the handles named (those still alive: a finalizer of one may
-   have released another). */
-static PyObject *
-Interp_release_handles(InterpObject *self, PyObject *names)
-{
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
-        return NULL;
-    if (!PyList_Check(names))
-        return PyErr_Format(PyExc_TypeError, "a list of handle names expected");
-    Py_INCREF(names);
-    delete_handles_named(s, names);
-    Py_DECREF(names);
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef Interp_methods[] = {
     {"cancel", (PyCFunction)Interp_cancel, METH_NOARGS,
      "cancel(): stop the evaluation running in this interpreter (from any thread)"},
     {"handle_names", (PyCFunction)Interp_handle_names, METH_NOARGS,
      "handle_names() -> list: the names of the live object handles, oldest first"},
-    {"handles_since", (PyCFunction)Interp_handles_since, METH_O,
-     "handles_since(mark) -> list: the live handles made after handle_mark was mark, "
-     "oldest first (renamed ones excepted)"},
+    {"keep_in_scope", (PyCFunction)Interp_keep_in_scope, METH_O,
+     "keep_in_scope(name): py keep's work: the innermost scope that began before the "
+     "handle was made does not release it"},
     {"handle_name", (PyCFunction)Interp_handle_name, METH_O,
      "handle_name(obj) -> str or None: the name of obj's handle here"},
-    {"handle_number", (PyCFunction)Interp_handle_number, METH_O,
-     "handle_number(name) -> int: N of the handle made as ::py::objN and still so "
-     "named, else 0"},
-    {"release_handles", (PyCFunction)Interp_release_handles, METH_O,
-     "release_handles(names): delete the live handles among the names"},
     {"eval", (PyCFunction)(void (*)(void))Interp_eval, METH_FASTCALL | METH_KEYWORDS,
      "eval(script, *, result=str): evaluate a Tcl script at global level; the result "
      "as str, or as int, float, list or object (by Tcl's own type of it)"},
@@ -3252,8 +3339,6 @@ static PyMethodDef Interp_methods[] = {
 static PyGetSetDef Interp_getset[] = {
     {"alive", (getter)Interp_get_alive, NULL, "whether the Tcl interpreter still exists", NULL},
     {"handle_count", (getter)Interp_get_handle_count, NULL, "number of live object handles", NULL},
-    {"handle_mark", (getter)Interp_get_handle_mark, NULL,
-     "the number of the newest handle made in the process so far", NULL},
     {NULL}
 };
 
@@ -3330,6 +3415,8 @@ attach(Tcl_Interp *interp, int python_owned)
     Tcl_SetAssocData(interp, "tclamp", interp_deleted, s);
     s->refs++;                      /* ::py::release borrows it too */
     Tcl_CreateObjCommand(interp, "::py::release", release_command, s, release_command_deleted);
+    s->refs++;                      /* and ::py::scope */
+    Tcl_CreateObjCommand(interp, "::py::scope", scope_command, s, release_command_deleted);
 
     PyObject *tclamp = PyImport_ImportModule("tclamp");
     PyObject *r = tclamp ? PyObject_CallMethod(tclamp, "_attach", "O", self) : NULL;
