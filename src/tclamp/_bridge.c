@@ -1875,6 +1875,9 @@ typedef struct {
     int script;                 /* the last word is a script (see above) */
     int memo_next;
     Memo memo[MEMO_SLOTS];
+    /* The handle form (arguments.Command.handle_form): words that are just
+       objects of these types mean this plan of them and the defaults. */
+    PyObject *handle_types, *handle_plan, *handle_defaults;
 } Command;
 
 static int
@@ -2122,6 +2125,34 @@ run_memo(Command *cmd, Tcl_Interp *interp, Memo *m, PyObject *script)
     return rc;
 }
 
+/* Whether the words are the command's handle form: objects of its types,
+   one each (a subtype's check that says yes means what isinstance says). */
+static int
+handle_form_fits(const Command *cmd, const CallArgs *args)
+{
+    if (cmd->handle_types == NULL || args->n != PyTuple_GET_SIZE(cmd->handle_types)
+            || args->n + PyTuple_GET_SIZE(cmd->handle_defaults) > CALL_STACK_ARGS)
+        return 0;
+    for (Py_ssize_t i = 0; i < args->n; i++) {
+        if (!PyObject_TypeCheck(args->slot[i + 2],
+                                (PyTypeObject *)PyTuple_GET_ITEM(cmd->handle_types, i)))
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *
+call_handle_form(const Command *cmd, const CallArgs *args)
+{
+    PyObject *stack[CALL_STACK_ARGS + 1];
+    Py_ssize_t n = args->n, extra = PyTuple_GET_SIZE(cmd->handle_defaults);
+    memcpy(stack + 1, args->slot + 2, (size_t)n * sizeof(PyObject *));
+    for (Py_ssize_t i = 0; i < extra; i++)
+        stack[1 + n + i] = PyTuple_GET_ITEM(cmd->handle_defaults, i);
+    return PyObject_Vectorcall(cmd->handle_plan, stack + 1,
+                               (size_t)(n + extra) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
 static int
 python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
@@ -2172,7 +2203,9 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     CallArgs args;
     PyObject *value = call_args_fill(&args, cmd->owner, keyc - 1, objv + 1, &any_handle, 0,
                                      script) == 0
-        ? call_args_call(&args, cmd->callable) : NULL;
+        ? (handle_form_fits(cmd, &args) ? call_handle_form(cmd, &args)
+           : call_args_call(&args, cmd->callable))
+        : NULL;
     call_args_release(&args);
     if (value == NULL) {
         rc = report_python_error(cmd->owner, interp);
@@ -2215,6 +2248,9 @@ free_command(Lifetime *life)
     for (int i = 0; i < MEMO_SLOTS; i++)
         memo_clear(&cmd->memo[i]);
     Py_DECREF(cmd->callable);
+    Py_XDECREF(cmd->handle_types);
+    Py_XDECREF(cmd->handle_plan);
+    Py_XDECREF(cmd->handle_defaults);
     state_decref(cmd->owner);
     PyMem_Free(cmd);
 }
@@ -3143,7 +3179,7 @@ Interp_evaluate(InterpObject *self, PyObject *script)
 /* A Tcl command `name` whose record holds `callable`. */
 static PyObject *
 add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *callable,
-            int planned, int script)
+            int planned, int script, PyObject *handle_form)
 {
     Command *cmd = (Command *)PyMem_Calloc(1, sizeof(Command));
     if (cmd == NULL)
@@ -3154,6 +3190,11 @@ add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *ca
     cmd->callable = Py_NewRef(callable);
     cmd->planned = planned;
     cmd->script = script;
+    if (handle_form != NULL) {
+        cmd->handle_types = Py_NewRef(PyTuple_GET_ITEM(handle_form, 0));
+        cmd->handle_plan = Py_NewRef(PyTuple_GET_ITEM(handle_form, 1));
+        cmd->handle_defaults = Py_NewRef(PyTuple_GET_ITEM(handle_form, 2));
+    }
     Tcl_CreateObjCommand(s->interp, name, proc, cmd, python_command_deleted);
     Py_RETURN_NONE;
 }
@@ -3161,12 +3202,12 @@ add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *ca
 static PyObject *
 Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"name", "callable", "planned", "script", NULL};
+    static char *kwlist[] = {"name", "callable", "planned", "script", "handle_form", NULL};
     const char *name;
-    PyObject *callable;
+    PyObject *callable, *handle_form = Py_None;
     int planned = 0, script = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|pp:create_command", kwlist,
-                                     &name, &callable, &planned, &script))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|ppO:create_command", kwlist,
+                                     &name, &callable, &planned, &script, &handle_form))
         return NULL;
     InterpState *s = self->state;
     if (check_usable(s) < 0)
@@ -3175,7 +3216,22 @@ Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
         return PyErr_Format(PyExc_TypeError, "callable expected");
     if (script && !planned)
         return PyErr_Format(PyExc_ValueError, "a script command is a planned one");
-    return add_command(s, name, python_command, callable, planned, script);
+    if (handle_form == Py_None) {
+        handle_form = NULL;
+    } else if (!planned || script || !PyTuple_Check(handle_form) || PyTuple_GET_SIZE(handle_form) != 3
+               || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 0))
+               || !PyCallable_Check(PyTuple_GET_ITEM(handle_form, 1))
+               || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 2))) {
+        return PyErr_Format(PyExc_ValueError, "a handle form is (types, plan, defaults), of a "
+                            "planned command that takes no script");
+    } else {
+        PyObject *types = PyTuple_GET_ITEM(handle_form, 0);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {
+            if (!PyType_Check(PyTuple_GET_ITEM(types, i)))
+                return PyErr_Format(PyExc_TypeError, "a handle form's types are classes");
+        }
+    }
+    return add_command(s, name, python_command, callable, planned, script, handle_form);
 }
 
 /* py call, eval and exec: `resolve` serves the names that py call cannot
@@ -3197,7 +3253,7 @@ Interp_create_py_command(InterpObject *self, PyObject *args)
         : strcmp(kind, "exec") == 0 ? py_exec_command : NULL;
     if (proc == NULL)
         return PyErr_Format(PyExc_ValueError, "kind must be call, eval or exec, not '%s'", kind);
-    return add_command(s, name, proc, resolve, 0, 0);
+    return add_command(s, name, proc, resolve, 0, 0, NULL);
 }
 
 static PyObject *

@@ -15,6 +15,7 @@ parameter, `MIXED_ARGUMENTS` the first -name word after a positional one.  An op
 by its parameter's first flag (`-device_type`).  `USAGE` adds nothing: no
 one word is at fault.
 """
+import inspect
 from dataclasses import dataclass, field
 
 from .bridge import tcl_boolean  # noqa: F401  (the converters' boolean: Tcl's own)
@@ -245,3 +246,24 @@ class Command:
     def parser(self):
         signature, plan = self.signature, self.plan
         return lambda *args: plan(**signature.parse(args))
+
+    def handle_form(self):
+        """(types, plan, defaults) for the bridge's check in C: a call whose
+        words are just objects of these types (the leading handle
+        parameters, given positionally) means plan(*objects, *defaults),
+        which is what parse would make of it, without parsing; None where
+        the command has no such form."""
+        signature, plan = self.signature, self.plan
+        if self.takes_script or signature.check:
+            return None
+        types = []
+        for param in signature.params:
+            expected = getattr(param.convert, "handle_type", None)
+            if expected is None or not param.required or param.named_only:
+                break
+            types.append(expected)
+        rest = signature.params[len(types):]
+        if (not types or any(p.required for p in rest)
+                or list(inspect.signature(plan).parameters) != [p.name for p in signature.params]):
+            return None
+        return tuple(types), plan, tuple(p.default for p in rest)

@@ -18,7 +18,7 @@ def register(interp):
         parser = aten.with_programs(command.parser())
         for name in dict.fromkeys((command.name, command.camel)):
             interp.create_command(f"::torch::{name}", parser, planned=True,
-                                  script=command.takes_script)
+                                  script=command.takes_script, handle_form=command.handle_form())
     # So that `namespace import torch::*` brings them all in.
     interp.call("namespace", "eval", "::torch", "namespace", "export",
                 *dict.fromkeys(name for command in all_commands()

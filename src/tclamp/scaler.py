@@ -25,6 +25,7 @@ def handle_of(kind, expected):
             raise UsageError("INVALID_HANDLE", f"Invalid {kind}: expected {article} {kind} "
                                                f"handle, got {described(value)}")
         return value
+    check.handle_type = expected        # the bridge's check of the plain form
     return check
 
 
