@@ -133,7 +133,6 @@ typedef struct {
     int depth;                  /* Tcl->Python entries in progress */
     int known;                  /* thread exit handler registered */
     int ending_normally;        /* the thread's own end, not thread::exit */
-    PyObject *new_handles;      /* handles made by the conversion under way */
     int holding;                /* keeps the GIL while in Tcl: tohil is here */
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
@@ -979,30 +978,19 @@ to_tcl(InterpState *owner, PyObject *v)
     return make_handle(owner, v);
 }
 
-static void delete_handles_named(InterpState *owner, PyObject *names);
+static unsigned long handles_made;      /* names are unique in the process (GIL) */
+static void delete_handles_since(InterpState *owner, unsigned long mark);
 
 /* to_tcl for a whole result: if it fails partway, the handles it made for
-   the part already converted go again, so nothing is left behind. */
+   the part already converted go again, so nothing is left behind (they are
+   the newest: nothing else makes handles while it runs, GIL held). */
 static Tcl_Obj *
 result_to_tcl(InterpState *owner, PyObject *v)
 {
-    ThreadBridge *t = &here;
-    PyObject *outer = t->new_handles;
-    t->new_handles = NULL;
+    unsigned long mark = handles_made;
     Tcl_Obj *obj = to_tcl(owner, v);
-    PyObject *made = t->new_handles;
-    t->new_handles = outer;
-    if (made != NULL) {
-        if (obj == NULL) {
-            PyObject *type, *value, *tb;
-            PyErr_Fetch(&type, &value, &tb);
-            delete_handles_named(owner, made);
-            PyErr_Restore(type, value, tb);
-        } else if (outer != NULL && PyList_SetSlice(outer, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, made) < 0) {
-            PyErr_Clear();
-        }
-        Py_DECREF(made);
-    }
+    if (obj == NULL && handles_made != mark)
+        delete_handles_since(owner, mark);
     return obj;
 }
 
@@ -1410,6 +1398,9 @@ typedef struct Handle {
     InterpState *owner;         /* counted in owner->refs */
     PyObject *object;           /* borrowed: owner->handles holds it */
     PyObject *name;             /* its key in owner->handles */
+    PyObject *id;               /* id(object), its key in owner->by_object */
+    Tcl_Command token;          /* its command, */
+    int gone;                   /* until this is set */
     unsigned long number;       /* N of the name it was made with, ::py::objN */
     int renamed;                /* no longer under that name: no scope releases it */
     struct Handle *older, *newer;   /* in owner's list while its command lives */
@@ -1471,6 +1462,7 @@ free_handle(Lifetime *life)
 {
     Handle *h = (Handle *)life;
     Py_DECREF(h->name);
+    Py_DECREF(h->id);
     state_decref(h->owner);
     PyMem_Free(h);
 }
@@ -1483,6 +1475,7 @@ handle_deleted(ClientData cd)
     Handle *h = cd;
     InterpState *s = h->owner;
     /* Out of the list first: the command is gone, whatever happens next. */
+    h->gone = 1;
     if (h->newer) h->newer->older = h->older; else s->newest = h->older;
     if (h->older) h->older->newer = h->newer;
     Entry e;
@@ -1492,12 +1485,9 @@ handle_deleted(ClientData cd)
     here.current = s;           /* a __del__ run now sees who released it */
     /* Only our own entries go: a new handle may hold this name already (a
        command renamed onto the next name is deleted when that one is made). */
-    PyObject *id = PyLong_FromVoidPtr(h->object);
-    if (id != NULL && s->by_object != NULL
-            && PyDict_GetItemWithError(s->by_object, id) == h->name
-            && PyDict_DelItem(s->by_object, id) < 0)
+    if (s->by_object != NULL && PyDict_GetItemWithError(s->by_object, h->id) == h->name
+            && PyDict_DelItem(s->by_object, h->id) < 0)
         PyErr_Clear();
-    Py_XDECREF(id);
     if (s->handles != NULL && PyDict_GetItemWithError(s->handles, h->name) == h->object
             && PyDict_DelItem(s->handles, h->name) < 0)
         PyErr_Clear();
@@ -1532,20 +1522,16 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
         return;
     InterpState *s = h->owner;
     PyObject *name = PyUnicode_FromString(new_name);
-    PyObject *id = PyLong_FromVoidPtr(h->object);
-    if (name != NULL && id != NULL && s->handles != NULL
+    if (name != NULL && s->handles != NULL
             && PyDict_SetItem(s->handles, name, h->object) == 0
             && PyDict_DelItem(s->handles, h->name) == 0
-            && PyDict_SetItem(s->by_object, id, name) == 0) {
+            && PyDict_SetItem(s->by_object, h->id, name) == 0) {
         Py_SETREF(h->name, Py_NewRef(name));
     }
     PyErr_Clear();
     Py_XDECREF(name);
-    Py_XDECREF(id);
     leave(&e);
 }
-
-static unsigned long handles_made;      /* names are unique in the process (GIL) */
 
 static Tcl_Obj *
 make_handle(InterpState *owner, PyObject *value)
@@ -1564,8 +1550,10 @@ make_handle(InterpState *owner, PyObject *value)
         Py_DECREF(id);
         return tcl_from_str(known);
     }
+    char text[sizeof(HANDLE_PREFIX) + 24];
     PyObject *name = PyErr_Occurred() ? NULL
-        : PyUnicode_FromFormat(HANDLE_PREFIX "%lu", ++handles_made);
+        : PyUnicode_FromStringAndSize(text, snprintf(text, sizeof text, HANDLE_PREFIX "%lu",
+                                                     handles_made + 1));
     if (name == NULL || PyDict_SetItem(owner->handles, name, value) < 0
             || PyDict_SetItem(owner->by_object, id, name) < 0) {
         if (name != NULL && PyDict_DelItem(owner->handles, name) < 0)
@@ -1574,14 +1562,11 @@ make_handle(InterpState *owner, PyObject *value)
         Py_DECREF(id);
         return NULL;
     }
-    Py_DECREF(id);
-    if (here.new_handles == NULL)
-        here.new_handles = PyList_New(0);
-    if (here.new_handles == NULL || PyList_Append(here.new_handles, name) < 0)
-        PyErr_Clear();          /* only the clean-up after a failure needs it */
     Handle *h = (Handle *)PyMem_Calloc(1, sizeof(Handle));
     if (h == NULL) {
         PyDict_DelItem(owner->handles, name);
+        PyDict_DelItem(owner->by_object, id);
+        Py_DECREF(id);
         Py_DECREF(name);
         return (Tcl_Obj *)PyErr_NoMemory();
     }
@@ -1590,12 +1575,13 @@ make_handle(InterpState *owner, PyObject *value)
     owner->refs++;
     h->object = value;
     h->name = name;
-    h->number = handles_made;
+    h->id = id;
+    h->number = ++handles_made;
     h->older = owner->newest;
     if (h->older) h->older->newer = h;
     owner->newest = h;
     const char *cname = PyUnicode_AsUTF8(name);
-    Tcl_CreateObjCommand(owner->interp, cname, handle_command, h, handle_deleted);
+    h->token = Tcl_CreateObjCommand(owner->interp, cname, handle_command, h, handle_deleted);
     Tcl_TraceCommand(owner->interp, cname, TCL_TRACE_RENAME, handle_renamed, h);
     return Tcl_NewStringObj(cname, -1);
 }
@@ -1620,15 +1606,80 @@ handle_number(InterpState *s, PyObject *name)
     return is_own_name(text, (size_t)len, number) ? number : 0;
 }
 
+/* Deletes the handles listed (GIL held), each that is still there under
+   its own name: a finalizer that one of them runs may delete another, or
+   rename it (it is then the script's).  After release_all_handles the
+   commands stay, inert. */
 static void
-delete_handles_named(InterpState *owner, PyObject *names)
+delete_handles(Handle *const *gone, size_t n)
 {
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(names); i++) {
-        PyObject *name = PyList_GET_ITEM(names, i);
-        if (owner->interp != NULL && PyDict_Contains(owner->handles, name) == 1)
-            Tcl_DeleteCommand(owner->interp, PyUnicode_AsUTF8(name));
+    if (handles_released)
+        return;
+    for (size_t i = 0; i < n; i++)
+        lifetime_enter(&gone[i]->life);     /* the records outlive the loop */
+    for (size_t i = 0; i < n; i++) {
+        if (!gone[i]->gone && !gone[i]->renamed && gone[i]->owner->interp != NULL)
+            Tcl_DeleteCommandFromToken(gone[i]->owner->interp, gone[i]->token);
     }
-    PyErr_Clear();
+    for (size_t i = 0; i < n; i++)
+        lifetime_leave(&gone[i]->life);
+}
+
+/* A list of handles that grows past its first few on the heap. */
+typedef struct {
+    Handle *small[16], **items;
+    size_t count, room;
+} HandleList;
+
+static void
+handle_list_init(HandleList *l)
+{
+    l->items = l->small;
+    l->count = 0;
+    l->room = sizeof l->small / sizeof l->small[0];
+}
+
+static void
+handle_list_add(HandleList *l, Handle *h)
+{
+    if (l->count == l->room) {
+        Handle **bigger = (Handle **)ckalloc(2 * l->room * sizeof(Handle *));
+        memcpy(bigger, l->items, l->count * sizeof(Handle *));
+        if (l->items != l->small)
+            ckfree((char *)l->items);
+        l->items = bigger;
+        l->room *= 2;
+    }
+    l->items[l->count++] = h;
+}
+
+/* Deletes them oldest first, as they were made, then frees the list. */
+static void
+handle_list_delete(HandleList *l)
+{
+    for (size_t i = 0; i < l->count / 2; i++) {
+        Handle *newer = l->items[i];
+        l->items[i] = l->items[l->count - 1 - i];
+        l->items[l->count - 1 - i] = newer;
+    }
+    delete_handles(l->items, l->count);
+    if (l->items != l->small)
+        ckfree((char *)l->items);
+}
+
+/* After a conversion failed partway: the handles it made go (they are the
+   ones numbered above `mark`), and the Python error stays. */
+static void
+delete_handles_since(InterpState *owner, unsigned long mark)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    HandleList made;
+    handle_list_init(&made);
+    for (Handle *h = owner->newest; h != NULL && h->number > mark; h = h->older)
+        handle_list_add(&made, h);
+    handle_list_delete(&made);
+    PyErr_Restore(type, value, tb);
 }
 
 static int
@@ -2923,7 +2974,8 @@ text_names_handle(const char *text, Tcl_Size len, unsigned long number)
 static int
 end_scope(InterpState *s, Tcl_Interp *interp, const ScopeFrame *f, int code)
 {
-    PyObject *gone = NULL;
+    HandleList gone;
+    handle_list_init(&gone);
     Tcl_Size len = 0;
     const char *result = NULL;
     for (Handle *h = s->newest; h != NULL && h->number > f->mark; h = h->older) {
@@ -2935,18 +2987,12 @@ end_scope(InterpState *s, Tcl_Interp *interp, const ScopeFrame *f, int code)
             if (text_names_handle(result, len, h->number))
                 continue;
         }
-        if ((gone == NULL && (gone = PyList_New(0)) == NULL) || PyList_Append(gone, h->name) < 0)
-            break;
+        handle_list_add(&gone, h);
     }
-    if (gone == NULL || PyErr_Occurred()) {
-        PyErr_Clear();          /* no memory for the list: the handles stay */
-        Py_XDECREF(gone);
+    if (gone.count == 0)
         return code;
-    }
-    PyList_Reverse(gone);       /* oldest first, as they were made */
     Tcl_InterpState outcome = Tcl_SaveInterpState(interp, code);
-    delete_handles_named(s, gone);
-    Py_DECREF(gone);
+    handle_list_delete(&gone);
     return Tcl_RestoreInterpState(interp, outcome);
 }
 
@@ -3098,8 +3144,7 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (n > CALL_STACK_ARGS && (objv = PyMem_New(Tcl_Obj *, n)) == NULL)
         return PyErr_NoMemory();
     Py_ssize_t made;
-    PyObject *outer = here.new_handles;
-    here.new_handles = NULL;
+    unsigned long mark = handles_made;
     for (made = 0; made < n; made++) {
         if (made == 0 && PyUnicode_CheckExact(args[0])) {
             if ((objv[0] = kept_value(&s->command_names, args[0])) == NULL)
@@ -3111,8 +3156,6 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
             break;
         Tcl_IncrRefCount(objv[made]);
     }
-    PyObject *new_handles = here.new_handles;
-    here.new_handles = outer;
     PyObject *result = NULL;
     if (made == n) {
         Tcl_Interp *interp = s->interp;
@@ -3122,13 +3165,9 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
         result = eval_result(interp, code, want);
         Tcl_Release(interp);
         tcl_done(s);
-    } else if (new_handles != NULL) {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        delete_handles_named(s, new_handles);
-        PyErr_Restore(type, value, tb);
+    } else if (handles_made != mark) {
+        delete_handles_since(s, mark);
     }
-    Py_XDECREF(new_handles);
     while (made-- > 0)
         Tcl_DecrRefCount(objv[made]);
     if (objv != stack)
