@@ -26,6 +26,12 @@ def python_buffered_env(**extra):
     return env
 
 
+def sigint_as_at_a_terminal():
+    """A program started at a terminal has SIGINT in its default state; one
+    started by a shell's background job inherits it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def spawn(home, *args):
     env = python_buffered_env(HOME=str(home), TERM="dumb")
     child = pexpect.spawn(sys.executable, ["-m", "tclamp", *args], env=env, cwd=str(home),
@@ -281,7 +287,8 @@ def test_script_ends_as_in_tclsh(tmp_path, name):
 def test_ctrl_c_ends_a_script_as_a_shell_reports_it(tmp_path):
     (tmp_path / "loop.tcl").write_text("puts started\nflush stdout\nwhile 1 {}\n")
     child = subprocess.Popen([sys.executable, "-m", "tclamp", "loop.tcl"], cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=sigint_as_at_a_terminal)
     assert child.stdout.readline() == "started\n"
     time.sleep(0.5)
     child.send_signal(signal.SIGINT)
@@ -328,7 +335,8 @@ def test_ctrl_c_while_waiting_for_piped_input_ends_the_program(tmp_path, program
     env = tcl_env()
     env.pop("PYTHONUNBUFFERED", None)
     child = subprocess.Popen(program, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+                             preexec_fn=sigint_as_at_a_terminal)
     child.stdin.write("puts started\nflush stdout\n")
     child.stdin.flush()
     assert child.stdout.readline() == "started\n"
@@ -373,7 +381,7 @@ def test_ctrl_c_under_catch_ends_a_script(tmp_path, body):
     for _ in range(3):
         child = subprocess.Popen([sys.executable, "-m", "tclamp", "caught.tcl"], cwd=tmp_path,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 env=python_buffered_env())
+                                 env=python_buffered_env(), preexec_fn=sigint_as_at_a_terminal)
         assert child.stdout.readline() == "started\n"
         time.sleep(0.5)
         child.send_signal(signal.SIGINT)

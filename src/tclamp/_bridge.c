@@ -1031,6 +1031,38 @@ foreign_handle_error(PyObject *key)
     return NULL;
 }
 
+/* A Python object's Tcl command, ::py::objN (see make_handle). */
+typedef struct Handle {
+    Lifetime life;
+    InterpState *owner;         /* counted in owner->refs */
+    PyObject *object;           /* borrowed: owner->handles holds it */
+    PyObject *name;             /* its key in owner->handles */
+    PyObject *id;               /* id(object), its key in owner->by_object */
+    Tcl_Command token;          /* its command, */
+    int gone;                   /* until this is set */
+    unsigned long number;       /* N of the name it was made with, ::py::objN */
+    int renamed;                /* no longer under that name: no scope releases it */
+    struct Handle *older, *newer;   /* in owner's list while its command lives */
+} Handle;
+
+static int handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]);
+static int handles_released;            /* at the process's end (GIL) */
+
+/* The live handle of `owner` whose command `word` names, if any.  (Once
+   the objects were released at exit, none: the commands stay, inert.) */
+static Handle *
+handle_named(InterpState *owner, Tcl_Obj *word)
+{
+    if (handles_released || owner->interp == NULL || owner->thread != Tcl_GetCurrentThread())
+        return NULL;
+    Tcl_Command token = Tcl_GetCommandFromObj(owner->interp, word);
+    Tcl_CmdInfo info;
+    if (token == NULL || !Tcl_GetCommandInfoFromToken(token, &info)
+            || info.objProc != handle_command || ((Handle *)info.objClientData)->owner != owner)
+        return NULL;
+    return info.objClientData;
+}
+
 /* A Tcl argument for Python: the object if it names a live handle, else str. */
 /* Whether a value that Tcl holds only as code units starts like a handle's
    name: checked on the units, so that a long text makes no UTF-8. */
@@ -1060,6 +1092,13 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
     if (len > (Tcl_Size)sizeof(HANDLE_PREFIX) - 1
             && memcmp(s, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1) == 0
             && owner != NULL && owner->handles != NULL) {
+        /* The handle whose command the name is, as Tcl finds it (and keeps
+           what it found in the word); else the names' dict decides. */
+        Handle *h = handle_named(owner, obj);
+        if (h != NULL) {
+            if (is_handle) *is_handle = 1;
+            return Py_NewRef(h->object);
+        }
         /* Decoded as every text is (NUL, surrogates): a text that names
            no handle is then the str it would be anyway. */
         PyObject *key = str_from_tcl(obj);
@@ -1391,20 +1430,12 @@ raise_tcl_error(Tcl_Interp *interp, int code)
 /* ------------------------------------------------------------------ */
 /* Object handles: a Python object as a Tcl command                    */
 
-static int handles_released;            /* at the process's end (GIL) */
-
-typedef struct Handle {
-    Lifetime life;
-    InterpState *owner;         /* counted in owner->refs */
-    PyObject *object;           /* borrowed: owner->handles holds it */
-    PyObject *name;             /* its key in owner->handles */
-    PyObject *id;               /* id(object), its key in owner->by_object */
-    Tcl_Command token;          /* its command, */
-    int gone;                   /* until this is set */
-    unsigned long number;       /* N of the name it was made with, ::py::objN */
-    int renamed;                /* no longer under that name: no scope releases it */
-    struct Handle *older, *newer;   /* in owner's list while its command lives */
-} Handle;
+/* What a Tcl value means to Python, kept as its internal representation
+   (see py call, py eval and py exec): code, a dotted name's parts, or a
+   handle's method name. */
+enum { RUN_EVAL, RUN_EXEC, CALL_NAME, METHOD_NAME };
+static PyObject *python_rep_of(Tcl_Obj *obj, int kind);
+static void keep_python_rep(Tcl_Obj *obj, PyObject *meaning, int kind);
 
 static int
 handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
@@ -1426,7 +1457,12 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     lifetime_enter(&h->life);
     int rc = TCL_ERROR;
     PyObject *object = Py_NewRef(h->object);    /* a method may release it */
-    PyObject *name = str_from_tcl(objv[1]);
+    PyObject *name = python_rep_of(objv[1], METHOD_NAME);
+    if (name != NULL) {
+        Py_INCREF(name);
+    } else if ((name = str_from_tcl(objv[1])) != NULL) {
+        keep_python_rep(objv[1], name, METHOD_NAME);
+    }
     PyObject *attr = name ? PyObject_GetAttr(object, name) : NULL;
     PyObject *value = NULL;
     if (attr != NULL) {
@@ -1550,10 +1586,11 @@ make_handle(InterpState *owner, PyObject *value)
         Py_DECREF(id);
         return tcl_from_str(known);
     }
-    char text[sizeof(HANDLE_PREFIX) + 24];
-    PyObject *name = PyErr_Occurred() ? NULL
-        : PyUnicode_FromStringAndSize(text, snprintf(text, sizeof text, HANDLE_PREFIX "%lu",
-                                                     handles_made + 1));
+    char text[sizeof(HANDLE_PREFIX) + 20];
+    const Py_ssize_t len = (Py_ssize_t)sizeof(HANDLE_PREFIX) - 1 + digits_of(handles_made + 1);
+    memcpy(text, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1);
+    write_digits(handles_made + 1, text + len);
+    PyObject *name = PyErr_Occurred() ? NULL : PyUnicode_FromStringAndSize(text, len);
     if (name == NULL || PyDict_SetItem(owner->handles, name, value) < 0
             || PyDict_SetItem(owner->by_object, id, name) < 0) {
         if (name != NULL && PyDict_DelItem(owner->handles, name) < 0)
@@ -1580,10 +1617,10 @@ make_handle(InterpState *owner, PyObject *value)
     h->older = owner->newest;
     if (h->older) h->older->newer = h;
     owner->newest = h;
-    const char *cname = PyUnicode_AsUTF8(name);
-    h->token = Tcl_CreateObjCommand(owner->interp, cname, handle_command, h, handle_deleted);
-    Tcl_TraceCommand(owner->interp, cname, TCL_TRACE_RENAME, handle_renamed, h);
-    return Tcl_NewStringObj(cname, -1);
+    text[len] = '\0';
+    h->token = Tcl_CreateObjCommand(owner->interp, text, handle_command, h, handle_deleted);
+    Tcl_TraceCommand(owner->interp, text, TCL_TRACE_RENAME, handle_renamed, h);
+    return Tcl_NewStringObj(text, (Tcl_Size)len);
 }
 
 /* The number of the handle named `name` when that is still the name it
@@ -1736,7 +1773,7 @@ typedef struct {
     PyObject_HEAD
     int code;
     Tcl_Obj *result;
-    Tcl_Obj *options;
+    Tcl_Obj *options;           /* NULL for a normal end (code TCL_OK) */
 } OutcomeObject;
 
 static void
@@ -1783,7 +1820,7 @@ static int
 apply_outcome(Tcl_Interp *interp, OutcomeObject *o)
 {
     Tcl_SetObjResult(interp, o->result);
-    return Tcl_SetReturnOptions(interp, o->options);
+    return o->options ? Tcl_SetReturnOptions(interp, o->options) : TCL_OK;
 }
 
 /* ------------------------------------------------------------------ */
@@ -2338,7 +2375,6 @@ python_command_deleted(ClientData cd)
  * that arrives in a new value.
  */
 
-enum { RUN_EVAL, RUN_EXEC, CALL_NAME };     /* what a python_rep holds */
 static const char *const run_modes[] = {"eval", "exec"};
 static const char *const run_filenames[] = {"<py eval>", "<py exec>"};
 static const char *const run_usages[] = {"py eval expression", "py exec code"};
@@ -2418,8 +2454,8 @@ release_unused_objects(void)
     free(objects);
 }
 
-/* What `obj` means to Python (kind RUN_EVAL, RUN_EXEC or CALL_NAME), if
-   that is known: a borrowed reference, else NULL. */
+/* What `obj` means to Python (a kind above handle_command), if that is
+   known: a borrowed reference, else NULL. */
 static PyObject *
 python_rep_of(Tcl_Obj *obj, int kind)
 {
@@ -3205,8 +3241,9 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     RUN_TCL(s, code = Tcl_EvalObjEx(interp, obj, 0));
     Tcl_DecrRefCount(obj);
     o->code = code;
-    o->options = Tcl_GetReturnOptions(interp, code);
-    Tcl_IncrRefCount(o->options);
+    /* A normal end needs no options to end the command the same way. */
+    o->options = code == TCL_OK ? NULL : Tcl_GetReturnOptions(interp, code);
+    if (o->options) Tcl_IncrRefCount(o->options);
     o->result = Tcl_GetObjResult(interp);
     Tcl_IncrRefCount(o->result);
     Tcl_ResetResult(interp);
