@@ -1007,12 +1007,15 @@ is_handle_name(const char *s, Tcl_Size len)
     return 1;
 }
 
-/* Whether `s` is ::py::objN for the N a handle was made with. */
+/* Whether `s` is ::py::objN for the N a handle was made with, written as
+   its name was (::py::obj07 is another name). */
 static int
 is_own_name(const char *s, size_t len, unsigned long number)
 {
-    return is_handle_name(s, (Tcl_Size)len)
-        && strtoul(s + sizeof(HANDLE_PREFIX) - 1, NULL, 10) == number;
+    const size_t prefix = sizeof(HANDLE_PREFIX) - 1;
+    return is_handle_name(s, (Tcl_Size)len) && s[prefix] != '0'
+        && len - prefix == (size_t)digits_of(number)
+        && strtoul(s + prefix, NULL, 10) == number;
 }
 
 /* A name of the handle form that this interpreter does not hold: where it
@@ -1586,10 +1589,14 @@ make_handle(InterpState *owner, PyObject *value)
         Py_DECREF(id);
         return tcl_from_str(known);
     }
+    /* The number is taken before anything that can run Python: the object
+       a handle renamed onto this name held goes when the name is stored,
+       and its finalizer may make handles too. */
+    const unsigned long number = ++handles_made;
     char text[sizeof(HANDLE_PREFIX) + 20];
-    const Py_ssize_t len = (Py_ssize_t)sizeof(HANDLE_PREFIX) - 1 + digits_of(handles_made + 1);
+    const Py_ssize_t len = (Py_ssize_t)sizeof(HANDLE_PREFIX) - 1 + digits_of(number);
     memcpy(text, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1);
-    write_digits(handles_made + 1, text + len);
+    write_digits(number, text + len);
     PyObject *name = PyErr_Occurred() ? NULL : PyUnicode_FromStringAndSize(text, len);
     if (name == NULL || PyDict_SetItem(owner->handles, name, value) < 0
             || PyDict_SetItem(owner->by_object, id, name) < 0) {
@@ -1613,7 +1620,7 @@ make_handle(InterpState *owner, PyObject *value)
     h->object = value;
     h->name = name;
     h->id = id;
-    h->number = ++handles_made;
+    h->number = number;
     h->older = owner->newest;
     if (h->older) h->older->newer = h;
     owner->newest = h;
@@ -1773,7 +1780,7 @@ typedef struct {
     PyObject_HEAD
     int code;
     Tcl_Obj *result;
-    Tcl_Obj *options;           /* NULL for a normal end (code TCL_OK) */
+    Tcl_Obj *options;           /* NULL for a plain normal end */
 } OutcomeObject;
 
 static void
@@ -2986,23 +2993,51 @@ scope_keeps(const ScopeFrame *f, unsigned long number)
     return 0;
 }
 
-/* Whether `text` names handle `number` as a whole name: ::py::objN not
-   followed by another digit. */
 static int
-text_names_handle(const char *text, Tcl_Size len, unsigned long number)
+compare_numbers(const void *a, const void *b)
+{
+    unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The numbers above `mark` of the handle names in `text`, whole names
+   (::py::objN not followed by another digit), sorted, in *found (ckalloc,
+   NULL if none): one pass, however many handles the scope made. */
+static size_t
+numbers_named(const char *text, Tcl_Size len, unsigned long mark, unsigned long **found)
 {
     const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
-    char digits[24];
-    int n = snprintf(digits, sizeof digits, "%lu", number);
     const char *end = text + len, *p = text;
-    while ((p = memchr(p, ':', (size_t)(end - p))) != NULL) {
-        if (end - p >= prefix + n && memcmp(p, HANDLE_PREFIX, prefix) == 0
-                && memcmp(p + prefix, digits, n) == 0
-                && (p + prefix + n == end || p[prefix + n] < '0' || p[prefix + n] > '9'))
-            return 1;
-        p++;
+    size_t count = 0, room = 0;
+    *found = NULL;
+    while (end - p > prefix && (p = memchr(p, ':', (size_t)(end - p - prefix))) != NULL) {
+        if (memcmp(p, HANDLE_PREFIX, prefix) != 0) {
+            p++;
+            continue;
+        }
+        const char *digit = p + prefix;
+        unsigned long n = 0;
+        int fits = digit < end && *digit != '0';    /* no handle's name has a leading 0 */
+        for (p = digit; p < end && *p >= '0' && *p <= '9'; p++) {
+            if (n > (ULONG_MAX - 9) / 10)
+                fits = 0;
+            n = n * 10 + (unsigned long)(*p - '0');
+        }
+        if (p == digit) {
+            p = digit;          /* no digits: the next name may start here */
+            continue;
+        }
+        if (fits && n > mark) {
+            if (count == room) {
+                room = room ? 2 * room : 8;
+                *found = (unsigned long *)ckrealloc((char *)*found, room * sizeof(unsigned long));
+            }
+            (*found)[count++] = n;
+        }
     }
-    return 0;
+    if (count > 1)
+        qsort(*found, count, sizeof(unsigned long), compare_numbers);
+    return count;
 }
 
 /* The scope's handles go (GIL held); the body's outcome stays as it was,
@@ -3012,21 +3047,30 @@ end_scope(InterpState *s, Tcl_Interp *interp, const ScopeFrame *f, int code)
 {
     HandleList gone;
     handle_list_init(&gone);
-    Tcl_Size len = 0;
-    const char *result = NULL;
     for (Handle *h = s->newest; h != NULL && h->number > f->mark; h = h->older) {
-        if (h->renamed || scope_keeps(f, h->number))
-            continue;
-        if (code != TCL_ERROR) {
-            if (result == NULL)
-                result = Tcl_GetStringFromObj(Tcl_GetObjResult(interp), &len);
-            if (text_names_handle(result, len, h->number))
-                continue;
-        }
-        handle_list_add(&gone, h);
+        if (!h->renamed && !scope_keeps(f, h->number))
+            handle_list_add(&gone, h);
     }
-    if (gone.count == 0)
+    if (gone.count > 0 && code != TCL_ERROR) {
+        Tcl_Size len;
+        const char *result = Tcl_GetStringFromObj(Tcl_GetObjResult(interp), &len);
+        unsigned long *named;
+        size_t named_count = numbers_named(result, len, f->mark, &named);
+        if (named_count > 0) {
+            size_t left = 0;
+            for (size_t i = 0; i < gone.count; i++) {
+                if (!bsearch(&gone.items[i]->number, named, named_count,
+                             sizeof(unsigned long), compare_numbers))
+                    gone.items[left++] = gone.items[i];
+            }
+            gone.count = left;
+            ckfree((char *)named);
+        }
+    }
+    if (gone.count == 0) {
+        handle_list_delete(&gone);      /* frees the list: deletes nothing */
         return code;
+    }
     Tcl_InterpState outcome = Tcl_SaveInterpState(interp, code);
     handle_list_delete(&gone);
     return Tcl_RestoreInterpState(interp, outcome);
@@ -3241,9 +3285,16 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     RUN_TCL(s, code = Tcl_EvalObjEx(interp, obj, 0));
     Tcl_DecrRefCount(obj);
     o->code = code;
-    /* A normal end needs no options to end the command the same way. */
-    o->options = code == TCL_OK ? NULL : Tcl_GetReturnOptions(interp, code);
-    if (o->options) Tcl_IncrRefCount(o->options);
+    /* A normal end with no options of its own (just -code 0 -level 0)
+       needs none to end the command the same way. */
+    Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
+    Tcl_Size size = 0;
+    Tcl_IncrRefCount(options);
+    if (code == TCL_OK && Tcl_DictObjSize(NULL, options, &size) == TCL_OK && size == 2) {
+        Tcl_DecrRefCount(options);
+        options = NULL;
+    }
+    o->options = options;
     o->result = Tcl_GetObjResult(interp);
     Tcl_IncrRefCount(o->result);
     Tcl_ResetResult(interp);
