@@ -2978,26 +2978,22 @@ tcl_done(InterpState *s)
  */
 typedef struct ScopeFrame {
     unsigned long mark;         /* the newest handle's number when it began */
-    unsigned long *kept;        /* numbers py keep gave it (ckalloc) */
+    unsigned long *kept;        /* numbers py keep gave it (ckalloc; sorted at the end) */
     int kept_count, kept_room;
     struct ScopeFrame *outer;
 } ScopeFrame;
-
-static int
-scope_keeps(const ScopeFrame *f, unsigned long number)
-{
-    for (int i = 0; i < f->kept_count; i++) {
-        if (f->kept[i] == number)
-            return 1;
-    }
-    return 0;
-}
 
 static int
 compare_numbers(const void *a, const void *b)
 {
     unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
     return (x > y) - (x < y);
+}
+
+static int
+among(unsigned long number, const unsigned long *sorted, size_t count)
+{
+    return count > 0 && bsearch(&number, sorted, count, sizeof number, compare_numbers) != NULL;
 }
 
 /* The numbers above `mark` of the handle names in `text`, whole names
@@ -3043,12 +3039,14 @@ numbers_named(const char *text, Tcl_Size len, unsigned long mark, unsigned long 
 /* The scope's handles go (GIL held); the body's outcome stays as it was,
    whatever the objects' finalizers do. */
 static int
-end_scope(InterpState *s, Tcl_Interp *interp, const ScopeFrame *f, int code)
+end_scope(InterpState *s, Tcl_Interp *interp, ScopeFrame *f, int code)
 {
     HandleList gone;
     handle_list_init(&gone);
+    if (f->kept_count > 1)
+        qsort(f->kept, (size_t)f->kept_count, sizeof(unsigned long), compare_numbers);
     for (Handle *h = s->newest; h != NULL && h->number > f->mark; h = h->older) {
-        if (!h->renamed && !scope_keeps(f, h->number))
+        if (!h->renamed && !among(h->number, f->kept, (size_t)f->kept_count))
             handle_list_add(&gone, h);
     }
     if (gone.count > 0 && code != TCL_ERROR) {
@@ -3059,8 +3057,7 @@ end_scope(InterpState *s, Tcl_Interp *interp, const ScopeFrame *f, int code)
         if (named_count > 0) {
             size_t left = 0;
             for (size_t i = 0; i < gone.count; i++) {
-                if (!bsearch(&gone.items[i]->number, named, named_count,
-                             sizeof(unsigned long), compare_numbers))
+                if (!among(gone.items[i]->number, named, named_count))
                     gone.items[left++] = gone.items[i];
             }
             gone.count = left;
@@ -3114,9 +3111,11 @@ static PyObject *
 Interp_keep_in_scope(InterpObject *self, PyObject *name)
 {
     InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
     if (!PyUnicode_Check(name))
         return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(name)->tp_name);
-    unsigned long number = s != NULL ? handle_number(s, name) : 0;
+    unsigned long number = handle_number(s, name);
     for (ScopeFrame *f = number ? s->scopes : NULL; f != NULL; f = f->outer) {
         if (number > f->mark) {
             if (f->kept_count == f->kept_room) {
