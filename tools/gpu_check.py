@@ -393,8 +393,12 @@ def main(argv):
     console_scripts(env)
     checkout_index(env)
     sanity(env, log)
-    if os.environ.get("GPU_CHECK_BENCH") in ("1", "quick"):
-        bench(env, out, log, quick=os.environ["GPU_CHECK_BENCH"] == "quick")
+    bench_mode = os.environ.get("GPU_CHECK_BENCH")
+    if bench_mode in ("1", "quick", "only"):
+        bench(env, out, log, quick=bench_mode == "quick")
+    if bench_mode == "only":
+        log(f"gpu-check: the bench alone, in {time.monotonic() - started:.0f}s")
+        return 0
     diagnostic = start_memory_diagnostic(env)
     command = pytest_command(out)
     log("$ " + " ".join(command))
