@@ -1506,6 +1506,24 @@ free_handle(Lifetime *life)
     PyMem_Free(h);
 }
 
+/* The owner's list of live handles, newest first (py scope reads it). */
+static void
+link_newest(Handle *h)
+{
+    InterpState *owner = h->owner;
+    h->newer = NULL;
+    h->older = owner->newest;
+    if (h->older) h->older->newer = h;
+    owner->newest = h;
+}
+
+static void
+unlink_handle(Handle *h)
+{
+    if (h->newer) h->newer->older = h->older; else h->owner->newest = h->older;
+    if (h->older) h->older->newer = h->newer;
+}
+
 /* The handle's command is gone: the object goes with it (its last
    reference, if nothing else holds it, so __del__/close run now). */
 static void
@@ -1515,8 +1533,7 @@ handle_deleted(ClientData cd)
     InterpState *s = h->owner;
     /* Out of the list first: the command is gone, whatever happens next. */
     h->gone = 1;
-    if (h->newer) h->newer->older = h->older; else s->newest = h->older;
-    if (h->older) h->older->newer = h->newer;
+    unlink_handle(h);
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;                 /* Python is gone; so is the object */
@@ -1547,15 +1564,8 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
     h->renamed = !is_own_name(new_name, strlen(new_name), h->number);
     /* Now the newest, as in the handles dict (docs/py.md: a handle renamed
        away and back hides the ones made before it from a running scope). */
-    InterpState *owner = h->owner;
-    if (owner->newest != h) {
-        h->newer->older = h->older;
-        if (h->older) h->older->newer = h->newer;
-        h->older = owner->newest;
-        h->newer = NULL;
-        owner->newest->newer = h;
-        owner->newest = h;
-    }
+    unlink_handle(h);
+    link_newest(h);
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;
@@ -1621,9 +1631,7 @@ make_handle(InterpState *owner, PyObject *value)
     h->name = name;
     h->id = id;
     h->number = number;
-    h->older = owner->newest;
-    if (h->older) h->older->newer = h;
-    owner->newest = h;
+    link_newest(h);
     text[len] = '\0';
     h->token = Tcl_CreateObjCommand(owner->interp, text, handle_command, h, handle_deleted);
     Tcl_TraceCommand(owner->interp, text, TCL_TRACE_RENAME, handle_renamed, h);
@@ -1646,8 +1654,8 @@ handle_number(InterpState *s, PyObject *name)
     if (!is_handle_name(text, len) || s->interp == NULL
             || !Tcl_GetCommandInfo(s->interp, text, &info) || info.objProc != handle_command)
         return 0;
-    unsigned long number = ((Handle *)info.objClientData)->number;
-    return is_own_name(text, (size_t)len, number) ? number : 0;
+    const Handle *h = info.objClientData;
+    return h->renamed ? 0 : h->number;
 }
 
 /* Deletes the handles listed (GIL held), each that is still there under

@@ -16,9 +16,10 @@ def register(interp):
     torch.set_autocast_cache_enabled(False)
     for command in all_commands():
         parser = aten.with_programs(command.parser())
+        handle_form = command.handle_form()
         for name in dict.fromkeys((command.name, command.camel)):
             interp.create_command(f"::torch::{name}", parser, planned=True,
-                                  script=command.takes_script, handle_form=command.handle_form())
+                                  script=command.takes_script, handle_form=handle_form)
     # So that `namespace import torch::*` brings them all in.
     interp.call("namespace", "eval", "::torch", "namespace", "export",
                 *dict.fromkeys(name for command in all_commands()
