@@ -123,14 +123,16 @@ soak: setup
 	TCLSH='$(TCLSH)' TCLAMP_SOAK_SECONDS=600 $(PY) -m pytest -m soak $(PYTEST_ARGS)
 
 # The bridge as a free-threaded Python's build compiles it (Py_GIL_DISABLED:
-# see the threading notes in _bridge.c), with no warning, for the Tcl of
+# see the threading notes in bridge.h), with no warning, for the Tcl of
 # the set-up; object code is not kept.  Needs PYTHON 3.13 or newer (make
 # matrix runs it on sid's 3.14 and 3.15).
 free-threaded-build: setup
-	cc -c -o /dev/null -std=gnu11 -Wall -Wno-unused-parameter -Werror -DPy_GIL_DISABLED=1 \
+	for source in _bridge text_fast aten_programs lifecycle; do \
+	    cc -c -o /dev/null -std=gnu11 -Wall -Wno-unused-parameter -Werror -DPy_GIL_DISABLED=1 \
 	    -DUSE_TCL_STUBS=1 -DTCLAMP_VERSION='"$(shell cat src/tclamp/VERSION)"' \
 	    -I$(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \
-	    $$(. '$(TCL_CONFIG)' && echo $$TCL_INCLUDE_SPEC) src/tclamp/_bridge.c
+	    $$(. '$(TCL_CONFIG)' && echo $$TCL_INCLUDE_SPEC) src/tclamp/$$source.c || exit 1; \
+	done
 
 # The suite on the other stacks this project supports (tools/matrix.sh says
 # which, and what each runs): other Pythons, the oldest torch, Tcl 9.0 in a

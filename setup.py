@@ -25,6 +25,9 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
+# The bridge's C files (bridge.h says what each holds).
+BRIDGE_SOURCES = ["_bridge.c", "text_fast.c", "aten_programs.c", "lifecycle.c"]
+BRIDGE_HEADERS = ["bridge.h", "compat.h", "aten_ops.h"]
 SETTINGS = ["TCL_VERSION", "TCL_INCLUDE_SPEC", "TCL_STUB_LIB_SPEC"]
 USUAL_PLACES = ["/usr/lib/tcl8.6/tclConfig.sh", "/usr/lib/tcl9.0/tclConfig.sh",
                 "/usr/local/lib/tclConfig.sh", "/usr/local/lib/tcl9.0/tclConfig.sh",
@@ -86,10 +89,10 @@ def extensions():
                                 # no build path in the binary, unless asked for
                                 "-g" if os.environ.get("TCLAMP_DEBUG") else "-g0"],
             extra_link_args=tcl["TCL_STUB_LIB_SPEC"],
-            depends=["src/tclamp/compat.h", "src/tclamp/utf8_simd.h"],
+            depends=[f"src/tclamp/{h}" for h in BRIDGE_HEADERS],
         )
-        modules.append(Extension(f"tclamp._bridge{major}", sources=["src/tclamp/_bridge.c"],
-                                 **common))
+        modules.append(Extension(f"tclamp._bridge{major}",
+                                 sources=[f"src/tclamp/{c}" for c in BRIDGE_SOURCES], **common))
         modules.append(Extension(f"tclamp._loader{major}", sources=["src/tclamp/loader.c"],
                                  **common))
     if not modules:

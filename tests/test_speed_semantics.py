@@ -6,23 +6,16 @@ compiled code per interpreter; typed results read Tcl's own types.  Each
 test runs the same text again after what it could depend on changed.
 tests/cache.test does the same from the Tcl side.
 """
-import json
 import math
-import os
-import platform
-import shutil
-import subprocess
 import sys
-import sysconfig
 import threading
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tclamp
-from conftest import needs_setup, tcl_length, tcl_text
+from conftest import tcl_length, tcl_text
 from tclamp import TclError
 
 import __main__
@@ -208,63 +201,30 @@ def test_utf8_of_any_text_is_tcls_own(interp, text):
     assert interp.call("set", "v") == tcl_text(text)
 
 
-PORTABLE_CHECK = """
-import sys, tclamp
-assert tclamp.__file__.startswith(sys.argv[1]), tclamp.__file__
-interp = tclamp.Interp()
-# The UTF-8 length of any text, lone surrogates too (Tcl 9 encodes those
-# only when told to, as Tcl 8.6 does).
-interp.eval('''proc utf8_length {text} {
-    if {[package vsatisfies [package provide Tcl] 9-]} {
-        return [string length [encoding convertto -profile tcl8 utf-8 $text]]
-    }
-    string length [encoding convertto utf-8 $text]
-}''')
-for text in TEXTS:
-    interp.call("set", "ours", text)
-    interp.eval("set theirs [string reverse [string reverse $ours]]")
-    same = interp.eval("list [utf8_length $ours] [utf8_length $theirs]"
-                       " [dict exists [dict create $theirs 1] $ours] [string length $ours]")
-    bytes_ours, bytes_theirs, found, length = same.split()
-    assert (bytes_ours, found, length) == (bytes_theirs, "1", str(len(text))), (text[:20], same)
-    assert interp.call("set", "ours") == text
-print("checked", len(TEXTS))
-"""
+LONG_TEXTS = MIXED + [("añé€жю中文" * 40000)[:300001], "é" * 70001, "x\udc80y" * 100,
+                      "a" * 1000 + "\0" + "b" * 300, "a" * 4096]
 
 
-def test_portable_utf8_writer(tmp_path):
-    """The bridge without its text accelerators (utf8_simd.h, left out by
-    TCLAMP_PORTABLE_UTF8: Tcl then writes a str's UTF-8 when it is asked
-    for), built on its own and given the same texts."""
-    needs_setup("a C compiler with Tcl's and Python's headers", shutil.which("cc")
-                and os.environ.get("TCL_CONFIG")
-                and Path(sysconfig.get_paths()["include"], "Python.h").is_file())
-    root = Path(__file__).resolve().parent.parent
-    env = dict(os.environ, CFLAGS="-DTCLAMP_PORTABLE_UTF8")
-    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib",
-                    str(tmp_path / "lib"), "--build-temp", str(tmp_path / "obj")],
-                   cwd=root, env=env, check=True, capture_output=True)
-    package = tmp_path / "site" / "tclamp"
-    shutil.copytree(root / "src" / "tclamp", package,
-                    ignore=shutil.ignore_patterns("_bridge*.so", "__pycache__"))
-    built, = (tmp_path / "lib" / "tclamp").glob("_bridge*.so")
-    shutil.copy(built, package)
-    def symbols(library):
-        return subprocess.run(["nm", str(library)], capture_output=True, text=True,
-                              check=True).stdout
-    assert "utf8_packed" not in symbols(built)
-    if platform.machine() == "x86_64":     # the usual build has the AVX2 writer
-        assert "utf8_packed" in symbols(tclamp._bridge.__file__)
-    texts = MIXED + [("añé€жю中文" * 40000)[:300001], "é" * 70001, "x\udc80y" * 100]
-    (tmp_path / "texts.json").write_text(json.dumps(texts))
-    script = tmp_path / "check.py"
-    script.write_text(f"import json\nTEXTS = json.load(open({str(tmp_path / 'texts.json')!r}))\n"
-                      + PORTABLE_CHECK)
-    result = subprocess.run([sys.executable, str(script), str(tmp_path / "site")],
-                            env=dict(os.environ, PYTHONPATH=str(tmp_path / "site")),
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["checked", str(len(texts))]
+def test_texts_tcl_and_python_both_write(interp):
+    """A str's text as the bridge gives it to Tcl (its code units, and the
+    UTF-8 the accelerators write) is the text Tcl writes for its own copy,
+    byte for byte, and finds the same dict key; and it comes back as it
+    went.  tests/test_switch_builds.py runs this in a build without the
+    accelerators too."""
+    interp.eval('''proc utf8_length {text} {
+        if {[package vsatisfies [package provide Tcl] 9-]} {
+            return [string length [encoding convertto -profile tcl8 utf-8 $text]]
+        }
+        string length [encoding convertto utf-8 $text]
+    }''')
+    for text in LONG_TEXTS:
+        interp.call("set", "ours", text)
+        interp.eval("set theirs [string reverse [string reverse $ours]]")
+        same = interp.eval("list [utf8_length $ours] [utf8_length $theirs]"
+                           " [dict exists [dict create $theirs 1] $ours] [string length $ours]")
+        bytes_ours, bytes_theirs, found, length = same.split()
+        assert (bytes_ours, found, length) == (bytes_theirs, "1", str(tcl_length(text))), text[:20]
+        assert interp.call("set", "ours") == tcl_text(text)
 
 
 @pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "é\ud83d", "\U0001F600é\0", "é" * 10 + "\udc80",

@@ -94,7 +94,7 @@ def test_a_free_threaded_python_without_its_gil_is_refused_at_once(tclsh, tmp_pa
     r = tclsh(CHECK, TCLAMP_PYTHON=str(nogil))
     assert r.stdout.splitlines() == [
         "1", f"tclamp: the Python at {nogil} is free-threaded and runs without the GIL, which "
-             "tclamp's bridge relies on (see the threading notes in _bridge.c): run it with the "
+             "tclamp's bridge relies on (see the threading notes in bridge.h): run it with the "
              "GIL on (PYTHON_GIL=1) or use a Python built with the GIL",
         "TCLAMP PYTHON_START", "", "alive"]
     assert (r.returncode, r.stderr) == (0, "")
@@ -106,7 +106,7 @@ def test_a_free_threaded_python_without_its_gil_cannot_import_tclamp():
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert (r.returncode, r.stderr) == (0, "")
     assert r.stdout == ("tclamp: this Python is free-threaded and runs without the GIL, which "
-                        "tclamp's bridge relies on (see the threading notes in _bridge.c): run it "
+                        "tclamp's bridge relies on (see the threading notes in bridge.h): run it "
                         "with the GIL on (PYTHON_GIL=1) or use a Python built with the GIL\n")
 
 

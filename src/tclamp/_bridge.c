@@ -1,5 +1,5 @@
 /*
- * _bridge.c -- tclamp's Tcl<->Python bridge.
+ * _bridge.c -- tclamp's Tcl<->Python bridge: the core.
  *
  * This one shared object is both the Python extension module
  * `tclamp._bridge` and the Tcl extension `Tclamp` (Tclamp_Init), so one
@@ -16,77 +16,19 @@
  *
  * Everything that is policy (argument parsing, the torch:: commands, error
  * texts) lives in Python.  This file converts values, moves errors across
- * with their details, manages the GIL and the lifetimes of Python, threads,
- * interpreters and handles, and runs command "plans" (see python_command).
- *
- * Lifetimes, the rules everything below keeps:
- *   - One Python per process, started by exactly one thread (lifecycle_lock).
- *   - A thread enters Python with the thread state it parked on the way out
- *     (the fast path), or else through PyGILState, which also serves threads
- *     that Python itself made.  A Tcl thread new to Python gets a state of its
- *     own, deleted when the thread ends, unless Python frames are still live
- *     on it (thread::exit under Python): then it is abandoned, never freed.
- *   - Exit, from any thread: handles are released, then Python is finalized
- *     if no other thread is inside it; otherwise atexit runs and every open
- *     file is flushed, and the exiting thread keeps the GIL so that no Python
- *     code runs again.  Exit never waits for another thread.
- *   - An interpreter's bridge state (InterpState) lives until both Tcl has
- *     deleted the interpreter and no Python object refers to it; commands
- *     and handles only borrow it.  A Python-made interpreter is deleted on
- *     its own thread when its last Python reference goes, once it is idle.
- *
- * Threading notes: what this file leaves to the GIL.  A free-threaded
- * Python (3.13t, 3.14t) must run with its GIL on: tclamp/__init__.py and
- * load.tcl refuse one whose GIL is off, and a free-threaded build of this
- * module declares that it needs the GIL (BRIDGE_INIT).  A port to a GIL-less
- * Python replaces each of these with locks or atomics of its own:
- *   - all_states (the list of InterpStates) and each state's refs, busy,
- *     delete_requested and cancel_sent: plain fields, read and written
- *     with the GIL held;
- *   - Interp_cancel against deletion: the GIL held throughout keeps the
- *     interpreter alive, since interp_deleted needs it to clear s->interp;
- *   - handles_made (handle names) and handles_released (the process's
- *     end): plain counters and flags;
- *   - a state's handles, by_object, scripts and code caches, and every
- *     command's remembered plans (MEMO_SLOTS): dicts and slots read and
- *     refilled with nothing else running Python; borrowed references
- *     (a handle's object, PyDict_GetItem results, PyList_GET_ITEM) stay
- *     valid only for that reason, and so do the reference counts of
- *     objects that threads share;
- *   - the exit path (close_python): when another thread is inside Python,
- *     the exiting thread keeps the GIL so that no Python code runs again;
- *     without a GIL nothing stops the others;
- *   - keep_gil (tohil's mode) keeps the GIL while Tcl runs, and the
- *     per-thread state that entering parks and takes back (ThreadBridge)
- *     assumes that holding a thread state means holding the GIL;
- *   - tcl_exit_proc, and the ThreadGuard's clean-up, run with the GIL
- *     held on the thread that set them.
- * What does not rest on the GIL: python_state and the entry counters
- * (atomics), lifecycle_lock (start and close), the unused-object queue
- * (unused_lock), and the ATen programs, which run without the GIL.
+ * with their details, manages the GIL and the lifetimes of interpreters and
+ * handles, and runs command "plans" (see python_command).  bridge.h has the
+ * shared types, the lifetime rules and how each entry point holds the GIL;
+ * the speed layers and the process's start and end are files of their own.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <tcl.h>
+#include "bridge.h"
 #include <dlfcn.h>
 #include <limits.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-#include "compat.h"
-#ifndef TCLAMP_PORTABLE_UTF8
-#  include "utf8_simd.h"
-#endif
 
-
-#define HANDLE_PREFIX "::py::obj"
-#define MEMO_SLOTS 8            /* remembered argument lists per command */
 #define KEPT_VALUES 128         /* Interp.eval scripts, Interp.call command names kept */
 #define CODE_CACHE_SIZE 128     /* py eval/exec sources kept compiled, per interpreter */
 #define DELETE_RETRY_MS 10      /* an interpreter still running is deleted later */
@@ -94,70 +36,12 @@
 /* Set once by tclamp/__init__.py through configure(). */
 static PyObject *TclErrorType;  /* tclamp.TclError(result, errorcode, errorinfo, code) */
 static PyObject *describe_error;/* exc -> (message, errorcode, errorInfo tail|None) */
-static PyObject *shutdown_steps;/* bridge.SHUTDOWN_STEPS, in this order: */
-enum { STEP_RUN_ATEXIT, STEP_OTHER_THREADS, STEP_THREAD_ENDED, STEP_FLUSH_FILES, STEP_COUNT };
+PyObject *shutdown_steps;
 
-/* ------------------------------------------------------------------ */
-/* Python's lifetime in this process                                    */
-
-/* PY_CLOSING: atexit handlers run, and every thread may still enter. */
-enum { PY_NOT_STARTED, PY_RUNNING, PY_CLOSING, PY_CLOSED };
-static atomic_int python_state;         /* PY_CLOSED: nobody enters again */
-static atomic_int python_finalized;     /* Py_FinalizeEx has begun */
-static atomic_int entries_active;       /* threads inside a Tcl->Python call */
-static atomic_int abandoned_threads;    /* states left with live frames */
-static atomic_int deletions_pending;    /* interpreters waiting to be deleted */
-static atomic_int tcl_threads_in_python;/* Tcl threads with a state of ours, not ended */
-static int python_started_here;         /* Tcl host: we initialized Python */
-static PyThreadState *first_state;      /* the state Python started with */
-static int tcl_finalizing;              /* Tcl's exit handlers are running */
-
-/* Start and close, one thread at a time.  (Not a Tcl_Mutex: tcl.h makes
-   those no-ops unless the includer defines TCL_THREADS.) */
-static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
-
-typedef struct InterpState InterpState;
-typedef struct InterpObject InterpObject;
-int Tclamp_Init(Tcl_Interp *interp);
-
-/*
- * Each thread's place in the bridge.  `parked` is the Python thread state
- * the thread set aside (releasing the GIL) when it went from Python into
- * Tcl; NULL while it runs Python or holds no state of ours.  `own` is the
- * state tclamp made for a Tcl thread (NULL for Python's own threads).
- */
-typedef struct {
-    PyThreadState *parked;
-    PyThreadState *own;
-    InterpState *current;       /* innermost interpreter calling Python */
-    int depth;                  /* Tcl->Python entries in progress */
-    int known;                  /* thread exit handler registered */
-    int ending_normally;        /* the thread's own end, not thread::exit */
-    int holding;                /* keeps the GIL while in Tcl: tohil is here */
-    PyObject *in_flight;        /* the exception the last Python error came from, */
-    Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
-} ThreadBridge;
-static _Thread_local ThreadBridge here;
-
-static void thread_exit_handler(ClientData unused);
-
-static int
-python_usable(void)
-{
-    int state = atomic_load_explicit(&python_state, memory_order_seq_cst);
-    return state == PY_RUNNING || state == PY_CLOSING;
-}
+_Thread_local ThreadBridge here;
 
 /* ------------------------------------------------------------------ */
 /* Entering Python from Tcl                                             */
-
-typedef struct {
-    PyThreadState *restored;    /* parked state we took back, if any */
-    int ensured;                /* took the GIL through PyGILState */
-    PyGILState_STATE gil;
-    InterpState *saved;
-    PyThreadState *swapped;     /* tohil's, while we run (see keep_gil) */
-} Entry;
 
 static void state_hold(InterpState *s);
 static void state_unhold(InterpState *s);
@@ -179,7 +63,7 @@ first_contact(ThreadBridge *t, Entry *e)
 
 /* Takes the GIL for this thread; returns -1 (a Tcl error in `interp` if
    given) when Python is no longer there to enter. */
-static int
+int
 enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
 {
     ThreadBridge *t = &here;
@@ -234,7 +118,7 @@ enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
     return 0;
 }
 
-static void
+void
 leave(Entry *e)
 {
     ThreadBridge *t = &here;
@@ -278,16 +162,6 @@ flush_tcl_stdout(void)
         Tcl_Flush(out);
 }
 
-/* ------------------------------------------------------------------ */
-/* Shared lifecycle of command records: a record outlives a deletion that
-   happens while it runs (a method that releases its own handle): `busy`
-   counts running calls, and the last one out frees what `deleted` marked. */
-
-typedef struct Lifetime {
-    int busy, deleted;
-    void (*free)(struct Lifetime *);
-} Lifetime;
-
 static void
 lifetime_enter(Lifetime *l)
 {
@@ -309,38 +183,43 @@ lifetime_delete(Lifetime *l)
         l->free(l);
 }
 
+/* Every command implemented here begins and ends a call the same way:
+   Python entered, and its record held, so that a deletion while it runs
+   waits for its end. */
+static int
+command_begin(Entry *e, InterpState *owner, Lifetime *life, Tcl_Interp *interp)
+{
+    if (enter(e, owner, interp) < 0)
+        return -1;
+    lifetime_enter(life);
+    return 0;
+}
+
+static int
+command_end(Entry *e, Lifetime *life, int rc)
+{
+    lifetime_leave(life);
+    leave(e);
+    return rc;
+}
+
+/* A record's command is deleted: the record goes once no call runs it. */
+static void
+record_deleted(Lifetime *life)
+{
+    Entry e;
+    if (enter(&e, NULL, NULL) < 0)
+        return;                 /* Python is gone: nothing left to free */
+    lifetime_delete(life);
+    leave(&e);
+}
+
 /* ------------------------------------------------------------------ */
 /* Interpreters                                                         */
 
-struct InterpState {
-    Tcl_Interp *interp;         /* NULL once Tcl deleted it */
-    Tcl_ThreadId thread;        /* Tcl interpreters are bound to one thread */
-    int python_owned;           /* made by Interp(): deleted with its object */
-    int refs;                   /* the interpreter, its commands and handles, the object */
-    int busy;                   /* Tcl<->Python calls in progress */
-    int delete_requested;       /* the Python object went; delete when idle */
-    int cancel_sent;            /* Interp.cancel stopped an evaluation (GIL) */
-    PyObject *handles;          /* "::py::objN" -> object (the one reference) */
-    PyObject *by_object;        /* id(object) -> name: one handle per object */
-    PyObject *scripts;          /* Interp.eval: script str -> its Tcl value (capsule),
-                                   whose bytecode Tcl keeps; NULL until used */
-    PyObject *command_names;    /* Interp.call: name str -> its Tcl value, which
-                                   keeps the command Tcl found */
-    PyObject *codes[2];         /* py eval, py exec: source str -> code object */
-    struct Handle *newest;      /* live handles, newest first (->older): py scope's */
-    struct ScopeFrame *scopes;  /* running py scopes, innermost first (->outer) */
-    InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
-    InterpState *prev, *next;   /* every state, for exit and cross-thread work */
-};
-
-struct InterpObject {
-    PyObject_HEAD
-    InterpState *state;
-};
-
 static PyTypeObject InterpType;
 static PyTypeObject OutcomeType;
-static InterpState *all_states;         /* guarded by the GIL */
+InterpState *all_states;
 
 static InterpState *
 state_new(Tcl_Interp *interp, int python_owned)
@@ -458,6 +337,25 @@ request_delete(InterpState *s)
     Tcl_DeleteInterp(s->interp);
 }
 
+/* The first idle interpreter of this thread that `wanted` picks, or NULL.
+   (Deleting one changes the list: callers ask again after each.) */
+InterpState *
+idle_here(int (*wanted)(const InterpState *s))
+{
+    Tcl_ThreadId me = Tcl_GetCurrentThread();
+    for (InterpState *s = all_states; s != NULL; s = s->next) {
+        if (s->interp != NULL && s->thread == me && !Tcl_InterpActive(s->interp) && wanted(s))
+            return s;
+    }
+    return NULL;
+}
+
+static int
+is_left_to_us(const InterpState *s)
+{
+    return s->delete_requested && s->busy == 0;
+}
+
 /* Deletes this thread's interpreters that were left to it (their last
    Python reference went in another thread, or while they ran). */
 static void
@@ -465,19 +363,9 @@ run_pending_deletions(void)
 {
     if (atomic_load_explicit(&deletions_pending, memory_order_relaxed) == 0)
         return;
-    Tcl_ThreadId me = Tcl_GetCurrentThread();
-    int again = 1;
-    while (again) {
-        again = 0;
-        for (InterpState *s = all_states; s != NULL; s = s->next) {
-            if (s->delete_requested && s->interp != NULL && s->thread == me
-                    && s->busy == 0 && !Tcl_InterpActive(s->interp)) {
-                request_delete(s);      /* changes the list: start over */
-                again = 1;
-                break;
-            }
-        }
-    }
+    InterpState *s;
+    while ((s = idle_here(is_left_to_us)) != NULL)
+        request_delete(s);
 }
 
 /* ------------------------------------------------------------------ */
@@ -500,8 +388,8 @@ check_tcl_size(Py_ssize_t n, const char *what, const char *unit)
    a value is read by its type where that saves parsing its text.  Each is
    learnt from a value Tcl makes, since Tcls register different names
    (Tcl 9 registers no "int"). */
-static const Tcl_ObjType *string_type, *int_type, *wide_type, *bignum_type,
-    *double_type, *list_type, *bytearray_type;
+static const Tcl_ObjType *string_type, *bignum_type, *double_type, *list_type, *bytearray_type;
+const Tcl_ObjType *int_type, *wide_type;
 
 static const Tcl_ObjType *
 type_of(Tcl_Obj *obj)
@@ -551,73 +439,13 @@ str_from_units(Tcl_Obj *obj)
         : PyUnicode_DecodeUTF32((const char *)u, (Py_ssize_t)n * 4, "surrogatepass", &order);
 }
 
-/* Long ASCII text is copied 64 bytes at a time, each block checked as it
-   goes (for a byte with the high bit set, or for NUL): one pass, where
-   Python's decoder takes 8 bytes at a time and a NUL check is a pass of
-   its own.  Shorter text goes the general way. */
-#define BLOCK_COPY_MIN 256
-
-/* Copies src to dst while no byte matches (high bit set when `nul` is
-   0, zero when it is 1); returns how many bytes it copied. */
-static Py_ssize_t
-copy_blocks(char *dst, const char *src, Py_ssize_t n, int nul)
-{
-    Py_ssize_t i = 0;
-#if defined(__SSE2__) && !defined(TCLAMP_PORTABLE_UTF8)
-    i = copy_blocks_fast(dst, src, n, nul);
-#endif
-    for (; i < n; i++) {
-        unsigned char byte = (unsigned char)src[i];
-        if (nul ? byte == 0 : byte >= 0x80)
-            return i;
-        dst[i] = (char)byte;
-    }
-    return n;
-}
-
-/* Long UTF-8 that is all ASCII as a str; NULL, with no error, otherwise.
-   Its first block is looked at before the str is made: text that is not
-   ASCII nearly always shows it there, and then costs no str of its length
-   made and thrown away. */
-static PyObject *
-ascii_str(const char *s, Py_ssize_t len)
-{
-    char first[64];
-    if (copy_blocks(first, s, sizeof first, 0) < (Py_ssize_t)sizeof first)
-        return NULL;
-    PyObject *str = PyUnicode_New(len, 127);
-    if (str == NULL) {
-        PyErr_Clear();          /* the general way reports it */
-        return NULL;
-    }
-    if (copy_blocks((char *)PyUnicode_1BYTE_DATA(str), s, len, 0) == len)
-        return str;
-    Py_DECREF(str);
-    return NULL;
-}
-
-/* A list's text, as Tcl writes it, for a list whose items are integers
-   (without text: written from their values) or words that need no quoting.
-   Tcl would give each integer a text of its own (an allocation each) to
-   copy from, at several times the cost.  Any other list is left to Tcl. */
+/* Two digits at a time, for handle names and list texts. */
 static const char two_digits[] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
-static int
-is_plain_int(Tcl_Obj *item, unsigned long long *magnitude)
-{
-    long long w;
-    if (item->bytes != NULL || item->typePtr == NULL
-            || (item->typePtr != int_type && item->typePtr != wide_type)
-            || int_obj_value(item, &w) != TCL_OK)
-        return 0;
-    *magnitude = w < 0 ? 0 - (unsigned long long)w : (unsigned long long)w;
-    return w < 0 ? -1 : 1;
-}
-
-static int
+int
 digits_of(unsigned long long u)
 {
     static const unsigned long long powers[20] = {
@@ -634,7 +462,7 @@ digits_of(unsigned long long u)
 
 /* Writes u's digits ending at `end`, two at a time (in 32 bits when it
    fits, which is quicker). */
-static void
+void
 write_digits(unsigned long long u, char *end)
 {
     while (u > 0xFFFFFFFFu) {
@@ -652,51 +480,6 @@ write_digits(unsigned long long u, char *end)
         memcpy(end - 2, two_digits + 2 * v, 2);
     else
         end[-1] = (char)('0' + v);
-}
-
-static void
-write_list_text(Tcl_Obj *list)
-{
-    Tcl_Size n, len;
-    Tcl_Obj **items;
-    unsigned long long u;
-    if (Tcl_ListObjGetElements(NULL, list, &n, &items) != TCL_OK || n == 0)
-        return;
-    size_t size = (size_t)n - 1;                /* the spaces */
-    for (Tcl_Size i = 0; i < n; i++) {
-        int sign = is_plain_int(items[i], &u);
-        if (sign != 0) {
-            size += (size_t)digits_of(u) + (sign < 0);
-            continue;
-        }
-        int flags;
-        const char *word = Tcl_GetStringFromObj(items[i], &len);
-        if (len == 0 || (i == 0 && word[0] == '#')
-                || Tcl_ScanCountedElement(word, len, &flags) != len)
-            return;                             /* quoted: Tcl writes it */
-        size += (size_t)len;
-    }
-    if (size > (size_t)TCL_SIZE_MAX)
-        return;
-    char *text = text_room(list, size), *out = text;
-    if (text == NULL)
-        return;
-    for (Tcl_Size i = 0; i < n; i++) {
-        if (i > 0)
-            *out++ = ' ';
-        int sign = is_plain_int(items[i], &u);
-        if (sign == 0) {
-            const char *word = Tcl_GetStringFromObj(items[i], &len);
-            memcpy(out, word, (size_t)len);
-            out += len;
-            continue;
-        }
-        if (sign < 0)
-            *out++ = '-';
-        out += digits_of(u);
-        write_digits(u, out);
-    }
-    text_done(list, (Tcl_Size)size);
 }
 
 static PyObject *
@@ -764,18 +547,6 @@ tcl_from_units(PyObject *s)
     return obj;
 }
 
-
-#ifdef TCLAMP_PORTABLE_UTF8
-/* Without the accelerators, Tcl writes the text when it is asked for. */
-static void
-add_utf8(Tcl_Obj *obj, PyObject *s)
-{
-    (void)obj;
-    (void)s;
-}
-#endif
-
-
 static void discard(Tcl_Obj *obj);
 
 static Tcl_Obj *
@@ -786,17 +557,11 @@ tcl_from_str(PyObject *s)
         const char *data = (const char *)PyUnicode_DATA(s);
         if (check_tcl_size(len, "str", "bytes") < 0)
             return NULL;
-        if (len >= BLOCK_COPY_MIN) {
-            /* Copied straight into the value's text (Tcl_SetObjLength leaves
-               the new bytes to its caller), checked for NUL on the way. */
-            Tcl_Obj *obj = Tcl_NewObj();
-            Tcl_SetObjLength(obj, (Tcl_Size)len);
-            if (copy_blocks(Tcl_GetString(obj), data, len, 1) == len)
-                return obj;
-            discard(obj);
-        } else if (memchr(data, 0, len) == NULL) {
+        Tcl_Obj *obj = len >= BLOCK_COPY_MIN ? ascii_tcl(data, len) : NULL;
+        if (obj != NULL)
+            return obj;
+        if (memchr(data, 0, len) == NULL)
             return Tcl_NewStringObj(data, (Tcl_Size)len);
-        }
     }
     /* Each code unit can take up to three bytes of Tcl's UTF-8. */
     if (check_tcl_size(len > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : len * 3,
@@ -994,6 +759,7 @@ result_to_tcl(InterpState *owner, PyObject *v)
     return obj;
 }
 
+
 static int
 is_handle_name(const char *s, Tcl_Size len)
 {
@@ -1034,20 +800,6 @@ foreign_handle_error(PyObject *key)
     return NULL;
 }
 
-/* A Python object's Tcl command, ::py::objN (see make_handle). */
-typedef struct Handle {
-    Lifetime life;
-    InterpState *owner;         /* counted in owner->refs */
-    PyObject *object;           /* borrowed: owner->handles holds it */
-    PyObject *name;             /* its key in owner->handles */
-    PyObject *id;               /* id(object), its key in owner->by_object */
-    Tcl_Command token;          /* its command, */
-    int gone;                   /* until this is set */
-    unsigned long number;       /* N of the name it was made with, ::py::objN */
-    int renamed;                /* no longer under that name: no scope releases it */
-    struct Handle *older, *newer;   /* in owner's list while its command lives */
-} Handle;
-
 static int handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]);
 static int handles_released;            /* at the process's end (GIL) */
 
@@ -1067,23 +819,6 @@ handle_named(InterpState *owner, Tcl_Obj *word)
 }
 
 /* A Tcl argument for Python: the object if it names a live handle, else str. */
-/* Whether a value that Tcl holds only as code units starts like a handle's
-   name: checked on the units, so that a long text makes no UTF-8. */
-static int
-units_may_name_handle(Tcl_Obj *obj)
-{
-    Tcl_Size n;
-    const Tcl_UniChar *u = Tcl_GetUnicodeFromObj(obj, &n);
-    const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
-    if (n <= prefix)
-        return 0;
-    for (Tcl_Size i = 0; i < prefix; i++) {
-        if (u[i] != (Tcl_UniChar)HANDLE_PREFIX[i])
-            return 0;
-    }
-    return 1;
-}
-
 static PyObject *
 arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
 {
@@ -1122,7 +857,6 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
     return str_from_tcl(obj);
 }
 
-#define CALL_STACK_ARGS 8       /* arguments converted without an allocation */
 #define NONE_WORD "::py::None"    /* py call's default -nonevalue */
 
 /* An argument of py call that is the None word is None (tohil's rule). */
@@ -1135,16 +869,6 @@ none_if_none_word(PyObject *arg)
         Py_SETREF(arg, Py_NewRef(Py_None));
     return arg;
 }
-
-/* A command's words as the arguments of a vectorcall, on the C stack when
-   there are few: no tuple to make and unpack.  slot[2 ..] holds them;
-   slot[0] and slot[1] are free for the call (PY_VECTORCALL_ARGUMENTS_OFFSET,
-   or a method's object). */
-typedef struct {
-    PyObject *stack[CALL_STACK_ARGS + 2];
-    PyObject **slot;
-    Py_ssize_t n;               /* converted so far */
-} CallArgs;
 
 /* The words, then `last` when not NULL (a command's Script).  -1 with a
    Python error; call_args_release in either case. */
@@ -1275,7 +999,7 @@ keep_in_flight(PyObject *value, Tcl_Obj *code)
 }
 
 /* The thread's kept exception goes, and what it holds (GIL held). */
-static void
+void
 release_in_flight(ThreadBridge *t)
 {
     Py_CLEAR(t->in_flight);
@@ -1346,6 +1070,18 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         discard(info);
     }
     return rc;
+}
+
+/* A command's value (NULL: the pending Python error) as its Tcl result;
+   the command's return code. */
+static int
+command_result(InterpState *owner, Tcl_Interp *interp, PyObject *value)
+{
+    Tcl_Obj *obj = value ? result_to_tcl(owner, value) : NULL;
+    if (obj == NULL)
+        return report_python_error(owner, interp);
+    Tcl_SetObjResult(interp, obj);
+    return TCL_OK;
 }
 
 static PyObject *
@@ -1449,15 +1185,13 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         return TCL_ERROR;
     }
     Entry e;
-    if (enter(&e, h->owner, interp) < 0)
+    if (command_begin(&e, h->owner, &h->life, interp) < 0)
         return TCL_ERROR;
     if (handles_released) {
-        leave(&e);
         Tcl_SetObjResult(interp, Tcl_NewStringObj("py objects were released: the process is ending", -1));
         Tcl_SetErrorCode(interp, "TCLAMP", "FINALIZED", NULL);
-        return TCL_ERROR;
+        return command_end(&e, &h->life, TCL_ERROR);
     }
-    lifetime_enter(&h->life);
     int rc = TCL_ERROR;
     PyObject *object = Py_NewRef(h->object);    /* a method may release it */
     PyObject *name = python_rep_of(objv[1], METHOD_NAME);
@@ -1480,20 +1214,12 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
             PyErr_Format(PyExc_TypeError, "attribute '%U' is not callable", name);
         }
     }
-    Tcl_Obj *result = value ? result_to_tcl(h->owner, value) : NULL;
-    if (result != NULL) {
-        Tcl_SetObjResult(interp, result);
-        rc = TCL_OK;
-    } else {
-        rc = report_python_error(h->owner, interp);
-    }
+    rc = command_result(h->owner, interp, value);
     Py_XDECREF(value);
     Py_XDECREF(attr);
     Py_XDECREF(name);
     Py_DECREF(object);
-    lifetime_leave(&h->life);
-    leave(&e);
-    return rc;
+    return command_end(&e, &h->life, rc);
 }
 
 static void
@@ -1761,7 +1487,7 @@ release_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
 
 /* At exit: every object a handle holds goes now, while Python can still
    run its __del__ and close methods.  The commands stay, inert. */
-static void
+void
 release_all_handles(void)
 {
     handles_released = 1;
@@ -1935,55 +1661,7 @@ script_end(PyObject *script)
  * steps take the Script as their first argument when they run.  So the
  * body's options are parsed once, and the memo is keyed by them.
  */
-#define PROGRAM_MAX 12          /* bytes: four ATen calls */
-typedef struct {
-    int objc;                   /* 0: empty slot */
-    char *key;                  /* the arguments, each as <length><bytes> */
-    size_t keylen;
-    PyObject *steps;
-    PyObject *result;           /* None or dict; NULL when constant */
-    Tcl_Obj *constant;
-    int program_len;            /* 0: none */
-    unsigned char program[PROGRAM_MAX];
-} Memo;
-
-/*
- * torch.set_autocast_dtype and its siblings are Python bindings of ATen's
- * at::autocast functions: parsing their arguments and taking the GIL cost
- * several times what the thread-local write they make does.  aten.py finds
- * the functions themselves in the libtorch that Python loaded, checks them
- * against torch's bindings, and hands them over (use_aten).  A program is
- * <op, device, argument> triples, ops numbered as below; the devices and
- * dtypes are ATen's own codes, which aten.py read from torch.
- */
-enum { ATEN_SET_DTYPE, ATEN_SET_ENABLED, ATEN_CLEAR_CACHE, ATEN_IS_ENABLED,
-       ATEN_GET_DTYPE, ATEN_OPS };
-#define ATEN_DTYPES 64          /* ATen's dtype codes are below this */
-static struct {
-    void (*set_dtype)(signed char device, signed char dtype);
-    void (*set_enabled)(signed char device, bool enabled);
-    void (*clear_cache)(void);
-    bool (*is_enabled)(signed char device);
-    signed char (*get_dtype)(signed char device);
-    const char *dtype_names[ATEN_DTYPES];   /* NULL: a code aten.py did not name */
-} aten;
-static atomic_int aten_on;     /* the functions are set, and programs run */
-static atomic_int programs_running;     /* threads between the check of aten_on and its end */
-
-typedef struct {
-    Lifetime life;
-    InterpState *owner;         /* counted in owner->refs */
-    PyObject *callable;
-    int planned;
-    int script;                 /* the last word is a script (see above) */
-    int memo_next;
-    Memo memo[MEMO_SLOTS];
-    /* The handle form (arguments.Command.handle_form): words that are just
-       objects of these types mean this plan of them and the defaults. */
-    PyObject *handle_types, *handle_plan, *handle_defaults;
-} Command;
-
-static int
+int
 memo_matches(const Memo *m, int objc, Tcl_Obj *const objv[])
 {
     if (m->objc != objc)
@@ -2013,32 +1691,6 @@ memo_clear(Memo *m)
     memset(m, 0, sizeof(*m));
 }
 
-/* Whether a program can stand for its plan's steps: ATen's ops on the
-   devices aten.py checked (cpu 0, cuda 1), with a dtype it named or an
-   enabled flag of 0 or 1, giving the plan's result as run_program makes
-   it: the constant, or the value of a last is_enabled (result None) or
-   get_dtype (result a dict, the dtypes' names).  Anything else would run
-   something the steps do not mean (ATen throws on an unknown device, and
-   C++ exceptions end the process here). */
-static int
-program_fits(PyObject *program, PyObject *result)
-{
-    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(program);
-    Py_ssize_t n = PyBytes_GET_SIZE(program);
-    for (Py_ssize_t i = 0; i < n; i += 3) {
-        if (p[i] >= ATEN_OPS || p[i + 1] > 1
-                || (p[i] == ATEN_SET_DTYPE && (p[i + 2] >= ATEN_DTYPES
-                        || (aten.set_dtype != NULL && aten.dtype_names[p[i + 2]] == NULL)))
-                || (p[i] == ATEN_SET_ENABLED && p[i + 2] > 1))
-            return 0;
-    }
-    if (result == Py_None)
-        return p[n - 3] == ATEN_IS_ENABLED;
-    if (PyDict_Check(result))
-        return p[n - 3] == ATEN_GET_DTYPE;
-    return 1;
-}
-
 static int
 check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
            PyObject **program)
@@ -2055,7 +1707,7 @@ check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
     }
     if (*program == Py_None)
         *program = NULL;
-    else if (!program_fits(*program, PyTuple_GET_ITEM(plan, 1))) {
+    else if (!aten_program_fits(*program, PyTuple_GET_ITEM(plan, 1))) {
         PyErr_SetString(PyExc_TypeError,
                         "a command plan's program is not ATen calls that give its result");
         return -1;
@@ -2106,47 +1758,6 @@ memo_store(Command *cmd, int objc, Tcl_Obj *const objv[], PyObject *steps,
         m->program_len = (int)PyBytes_GET_SIZE(program);
         memcpy(m->program, PyBytes_AS_STRING(program), m->program_len);
     }
-}
-
-/* Runs a remembered plan's program: ATen's functions, called from this
-   thread as torch's bindings would call them, with no Python object made
-   and the GIL not taken.  0 (and nothing changed) when the program's
-   result has no Tcl form of its own here: the steps run instead. */
-static int
-run_program(Tcl_Interp *interp, Memo *m)
-{
-    /* copies: nothing here runs Tcl, but the slot is not ours to trust
-       across ATen's calls */
-    unsigned char program[PROGRAM_MAX];
-    int len = m->program_len, value = -1;
-    memcpy(program, m->program, len);
-    Tcl_Obj *constant = m->constant;
-    if (constant) Tcl_IncrRefCount(constant);
-    for (int i = 0; i + 2 < len; i += 3) {
-        signed char device = (signed char)program[i + 1];
-        switch (program[i]) {
-        case ATEN_SET_DTYPE:   aten.set_dtype(device, (signed char)program[i + 2]); break;
-        case ATEN_SET_ENABLED: aten.set_enabled(device, program[i + 2] != 0); break;
-        case ATEN_CLEAR_CACHE: aten.clear_cache(); break;
-        case ATEN_IS_ENABLED:  value = aten.is_enabled(device); break;
-        case ATEN_GET_DTYPE:
-            value = aten.get_dtype(device);
-            if (value < 0 || value >= ATEN_DTYPES || aten.dtype_names[value] == NULL) {
-                if (constant) Tcl_DecrRefCount(constant);
-                return 0;       /* a dtype aten.py did not name: Python names it */
-            }
-            break;
-        }
-    }
-    if (constant != NULL) {
-        Tcl_SetObjResult(interp, constant);
-        Tcl_DecrRefCount(constant);
-    } else if (program[len - 3] == ATEN_IS_ENABLED) {
-        Tcl_SetObjResult(interp, Tcl_NewIntObj(value));     /* as to_tcl gives a bool */
-    } else {
-        Tcl_SetObjResult(interp, Tcl_NewStringObj(aten.dtype_names[value], -1));
-    }
-    return 1;
 }
 
 /* A plan step's call: callable(*args), or callable(script, *args). */
@@ -2203,12 +1814,9 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
         if (value == NULL)
             return report_python_error(cmd->owner, interp);
     }
-    Tcl_Obj *obj = result_to_tcl(cmd->owner, value);
+    int rc = command_result(cmd->owner, interp, value);
     Py_DECREF(value);
-    if (obj == NULL)
-        return report_python_error(cmd->owner, interp);
-    Tcl_SetObjResult(interp, obj);
-    return TCL_OK;
+    return rc;
 }
 
 /* Runs a remembered plan.  The steps are torch's own functions, but hold
@@ -2266,27 +1874,11 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
        memo (its parser reports that). */
     int keyc = cmd->script && objc >= 2 ? objc - 1 : objc;
     int memo_usable = cmd->planned && (!cmd->script || objc >= 2);
-    if (memo_usable && python_usable()) {
-        /* Counted before the check: stop_programs_at_exit marks programs
-           stopped, then waits for the count, so either it sees us or we
-           see the mark (both sequentially consistent). */
-        atomic_fetch_add(&programs_running, 1);
-        int done = 0;
-        for (int i = 0; i < MEMO_SLOTS && atomic_load(&aten_on); i++) {
-            Memo *m = &cmd->memo[i];
-            if (m->program_len != 0 && memo_matches(m, keyc, objv)) {
-                done = run_program(interp, m);
-                break;
-            }
-        }
-        atomic_fetch_sub(&programs_running, 1);
-        if (done)
-            return TCL_OK;
-    }
-    if (enter(&e, cmd->owner, interp) < 0)
+    if (memo_usable && python_usable() && aten_run_remembered(interp, cmd->memo, keyc, objv))
+        return TCL_OK;
+    if (command_begin(&e, cmd->owner, &cmd->life, interp) < 0)
         return TCL_ERROR;
     flush_tcl_stdout();
-    lifetime_enter(&cmd->life);
     int rc;
     PyObject *script = NULL;
     if (cmd->script && objc >= 2 && (script = script_new(objv[objc - 1])) == NULL) {
@@ -2310,16 +1902,8 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
            : call_args_call(&args, cmd->callable))
         : NULL;
     call_args_release(&args);
-    if (value == NULL) {
-        rc = report_python_error(cmd->owner, interp);
-    } else if (!cmd->planned) {
-        Tcl_Obj *obj = result_to_tcl(cmd->owner, value);
-        if (obj == NULL) {
-            rc = report_python_error(cmd->owner, interp);
-        } else {
-            Tcl_SetObjResult(interp, obj);
-            rc = TCL_OK;
-        }
+    if (value == NULL || !cmd->planned) {
+        rc = command_result(cmd->owner, interp, value);
     } else {
         PyObject *steps, *result, *program;
         int cacheable;
@@ -2339,9 +1923,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     Py_XDECREF(value);
 done:
     script_end(script);
-    lifetime_leave(&cmd->life);
-    leave(&e);
-    return rc;
+    return command_end(&e, &cmd->life, rc);
 }
 
 static void
@@ -2361,12 +1943,7 @@ free_command(Lifetime *life)
 static void
 python_command_deleted(ClientData cd)
 {
-    Command *cmd = cd;
-    Entry e;
-    if (enter(&e, NULL, NULL) < 0)
-        return;                 /* Python is gone: nothing left to free */
-    lifetime_delete(&cmd->life);
-    leave(&e);
+    record_deleted(&((Command *)cd)->life);
 }
 
 
@@ -2594,17 +2171,9 @@ run_code(PyObject *code, int mode)
 static int
 py_command_done(Command *cmd, Tcl_Interp *interp, PyObject *value, Entry *e)
 {
-    Tcl_Obj *result = value == Py_None ? Tcl_NewObj()
-        : value ? result_to_tcl(cmd->owner, value) : NULL;
+    int rc = command_result(cmd->owner, interp, value);
     Py_XDECREF(value);
-    int rc = TCL_OK;
-    if (result != NULL)
-        Tcl_SetObjResult(interp, result);
-    else
-        rc = report_python_error(cmd->owner, interp);
-    lifetime_leave(&cmd->life);
-    leave(e);
-    return rc;
+    return command_end(e, &cmd->life, rc);
 }
 
 static int
@@ -2614,10 +2183,9 @@ run_source(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[], i
     if (objc != 2)
         return wrong_args(interp, run_usages[mode]);
     Entry e;
-    if (enter(&e, cmd->owner, interp) < 0)
+    if (command_begin(&e, cmd->owner, &cmd->life, interp) < 0)
         return TCL_ERROR;
     flush_tcl_stdout();
-    lifetime_enter(&cmd->life);
     release_unused_objects();
     PyObject *code = compiled_code(cmd->owner, objv[1], mode,
                                    mode == RUN_EXEC ? cmd->callable : NULL);
@@ -2748,10 +2316,9 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
         return wrong_args(interp, "py call ?-kwlist list? ?-nonevalue word? ?-types list? "
                           "?-kwtypes dict? callable ?arg ...?");
     Entry e;
-    if (enter(&e, cmd->owner, interp) < 0)
+    if (command_begin(&e, cmd->owner, &cmd->life, interp) < 0)
         return TCL_ERROR;
     flush_tcl_stdout();
-    lifetime_enter(&cmd->life);
     release_unused_objects();
     if (Tcl_GetString(objv[1])[0] == '-')
         return py_command_done(cmd, interp, call_with_options(cmd, objc, objv), &e);
@@ -3589,7 +3156,6 @@ release_command_deleted(ClientData cd)
 }
 
 /* Give `interp` the bridge: the py ensemble's C part, then tclamp._attach. */
-static void wrap_exit(Tcl_Interp *interp);
 
 static InterpObject *
 attach(Tcl_Interp *interp, int python_owned)
@@ -3648,7 +3214,7 @@ Interp_dealloc(InterpObject *self)
 /* Python host: load libtcl and create interpreters                     */
 
 static Tcl_Interp *(*create_interp)(void);
-static int tcl_ready;           /* this copy's Tcl stubs are initialized */
+int tcl_ready;
 
 /* libtcl for a Python host: the one the process has loaded already (a
    tkinter program's), else $TCLAMP_LIBTCL, else the system's by its name.
@@ -3678,198 +3244,6 @@ load_libtcl(void)
     }
     find_executable(NULL);
     return 0;
-}
-
-/* Deletes the interpreters Python made on this thread (it is ending). */
-static void
-delete_thread_interps(void)
-{
-    Tcl_ThreadId me = Tcl_GetCurrentThread();
-    int again = 1;
-    while (again) {
-        again = 0;
-        for (InterpState *s = all_states; s != NULL; s = s->next) {
-            if (s->python_owned && s->interp != NULL && s->thread == me
-                    && !Tcl_InterpActive(s->interp)) {
-                Tcl_DeleteInterp(s->interp);
-                again = 1;
-                break;
-            }
-        }
-    }
-}
-
-/*
- * A Python thread that made an interpreter must give Tcl's per-thread data
- * back when it ends.  The guard sits in the thread state's dict, which
- * Python clears on the ending thread itself, with the GIL held.
- */
-typedef struct { PyObject_HEAD } ThreadGuard;
-
-static void
-ThreadGuard_dealloc(PyObject *self)
-{
-    if (python_usable() && !tcl_finalizing) {
-        delete_thread_interps();
-        here.ending_normally = 1;
-        Tcl_FinalizeThread();
-        here.ending_normally = 0;
-        here.known = 0;
-    }
-    Py_TYPE(self)->tp_free(self);
-}
-
-static PyTypeObject ThreadGuardType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tclamp._bridge.ThreadGuard",
-    .tp_basicsize = sizeof(ThreadGuard),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_dealloc = ThreadGuard_dealloc,
-};
-
-static int
-is_python_main_thread(void)
-{
-    PyObject *threading = PyImport_ImportModule("threading");
-    PyObject *main = threading ? PyObject_CallMethod(threading, "main_thread", NULL) : NULL;
-    PyObject *ident = main ? PyObject_GetAttrString(main, "ident") : NULL;
-    int is_main = ident && PyLong_AsUnsignedLong(ident) == PyThread_get_thread_ident();
-    Py_XDECREF(ident);
-    Py_XDECREF(main);
-    Py_XDECREF(threading);
-    PyErr_Clear();
-    return is_main;
-}
-
-static int
-guard_python_thread(void)
-{
-    if (!here.known) {          /* to notice thread::exit on this thread */
-        here.known = 1;
-        Tcl_CreateThreadExitHandler(thread_exit_handler, NULL);
-    }
-    if (here.own != NULL || is_python_main_thread())
-        return 0;               /* a Tcl thread, or the process's own end */
-    PyObject *dict = PyThreadState_GetDict();
-    if (dict == NULL || PyDict_GetItemString(dict, "tclamp.thread_guard") != NULL)
-        return 0;
-    PyObject *guard = PyType_GenericAlloc(&ThreadGuardType, 0);
-    int rc = guard ? PyDict_SetItemString(dict, "tclamp.thread_guard", guard) : -1;
-    Py_XDECREF(guard);
-    return rc;
-}
-
-static void close_python(int may_finalize);
-static void close_python_for_exit(int may_finalize);
-static pthread_t closer;                /* the thread that closes Python */
-static int closing;                     /* ... while it runs its steps */
-static int shutdown_step(int i);
-
-/*
- * After Tcl's exit handlers, other Tcl threads may still be ending: the
- * Thread package's handler releases every thread pool and returns once
- * each worker has signalled, while the workers go on deleting their
- * interpreters and ending their threads.  libc's exit would then run every
- * library's destructors (torch's take a tenth of a second) beside them,
- * and that race corrupted the heap now and then (a pool whose workers
- * loaded tclamp).  So when another Tcl thread that entered Python is still
- * there, the process ends as soon as exit begins: Python is closed, Tcl
- * has flushed this thread's channels, and C's streams are flushed here.
- * (glibc's on_exit hands over the status; elsewhere exit runs as it would.)
- */
-static void
-end_before_destructors(int status, void *unused)
-{
-    fflush(NULL);
-    _exit(status);
-}
-
-/*
- * The process ends in one of three ways, and Python is closed first in
- * each (finalized where that is safe when Tcl hosts it, else atexit runs
- * and everything written is flushed), on the thread that ends it:
- *   - `exit` in an interpreter with tclamp: Tcl's own exit command is
- *     wrapped, so Python closes while Tcl is whole (Python's atexit
- *     handlers may still call Tcl), then Tcl exits as it would.  (Tcl 9
- *     keeps Tcl_SetExitProc for applications, so an extension wraps.)
- *   - Tcl_Exit from C, or `exit` in an interpreter without tclamp, or an
- *     embedder's Tcl_Finalize: Tcl's exit handlers, tcl_exit_handler.
- *   - libc's exit without either: close_python_at_process_exit.
- * A second thread that ends the process meanwhile waits in close_python
- * for the first to end it.
- */
-static void
-tcl_exit_handler(ClientData unused)
-{
-    close_python_for_exit(python_started_here);
-    tcl_finalizing = 1;
-#ifdef __GLIBC__
-    if (atomic_load(&tcl_threads_in_python) > (here.own != NULL))
-        on_exit(end_before_destructors, NULL);  /* registered last: runs first */
-#endif
-}
-
-static void
-watch_tcl_exit(void)
-{
-    static int done;
-    if (done)
-        return;
-    done = 1;
-    Tcl_CreateExitHandler(tcl_exit_handler, NULL);
-}
-
-/* Tcl's own exit command, what an interpreter fresh from Tcl_CreateInterp
-   has (an application may have put a proc of its own in its place, which
-   may not exit at all: that one is left alone).  Set with the GIL held. */
-static Tcl_ObjCmdProc *tcl_exit_proc;
-
-typedef struct {
-    Tcl_CmdInfo tcl;            /* the command as Tcl made it */
-} WrappedExit;
-
-static int
-exit_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
-{
-    WrappedExit *w = cd;
-    int status;
-    /* Only an exit that will happen: Tcl reports bad arguments itself. */
-    if (objc == 1 || (objc == 2 && Tcl_GetIntFromObj(NULL, objv[1], &status) == TCL_OK))
-        close_python_for_exit(python_started_here);
-    return w->tcl.objProc(w->tcl.objClientData, interp, objc, objv);
-}
-
-static void
-exit_command_deleted(ClientData cd)
-{
-    WrappedExit *w = cd;
-    if (w->tcl.deleteProc != NULL)
-        w->tcl.deleteProc(w->tcl.deleteData);
-    Tcl_Free((char *)w);
-}
-
-static void
-wrap_exit(Tcl_Interp *interp)
-{
-    Tcl_CmdInfo info;
-    if (tcl_exit_proc == NULL) {
-        Tcl_Interp *fresh = Tcl_CreateInterp();
-        if (Tcl_GetCommandInfo(fresh, "::exit", &info))
-            tcl_exit_proc = info.objProc;
-        Tcl_DeleteInterp(fresh);
-    }
-    if (tcl_exit_proc == NULL || !Tcl_GetCommandInfo(interp, "::exit", &info)
-            || info.objProc != tcl_exit_proc)
-        return;
-    WrappedExit *w = (WrappedExit *)Tcl_AttemptAlloc(sizeof *w);
-    if (w == NULL)
-        return;
-    w->tcl = info;
-    info.objProc = exit_command;
-    info.objClientData = w;
-    info.deleteProc = exit_command_deleted;
-    info.deleteData = w;
-    Tcl_SetCommandInfo(interp, "::exit", &info);
 }
 
 /* Python host: both Python's sys.stdout and Tcl's stdout buffer what is
@@ -4026,92 +3400,6 @@ bridge_current(PyObject *module, PyObject *unused)
     return here.current ? state_object(here.current) : Py_NewRef(Py_None);
 }
 
-/* Python's own end (atexit): the interpreters Python made on this thread
-   go, and every handle's object, while Python can still run their __del__;
-   Tcl's buffered output is written out. */
-static PyObject *
-bridge_at_python_exit(PyObject *module, PyObject *unused)
-{
-    if (!tcl_ready || python_started_here)
-        Py_RETURN_NONE;         /* Tcl never ran here, or Tcl hosts: its exit does this */
-    delete_thread_interps();
-    release_all_handles();          /* also of interpreters Tcl made (tkinter) */
-    if (atomic_load(&abandoned_threads) > 0)
-        shutdown_step(STEP_FLUSH_FILES);    /* finalizing may not get that far */
-    Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT), err = Tcl_GetStdChannel(TCL_STDERR);
-    if (out) Tcl_Flush(out);
-    if (err) Tcl_Flush(err);
-    Py_RETURN_NONE;
-}
-
-/* libc's exit, before libtorch's static objects go: programs stop, and
-   exit waits for one that another thread is running.  A thread that still
-   runs Tcl then (a Python program's daemon thread in a loop of commands:
-   Python has finalized and exit does not wait for it) would otherwise call
-   clear_cache on a map being destroyed; on the Python path it stops at its
-   next call, as every thread that comes back to a finalized Python does.
-   A program takes microseconds: a thread stopped in one (by a debugger,
-   say) is waited for a second at most. */
-static void
-stop_programs_at_exit(void)
-{
-    atomic_store(&aten_on, 0);
-    struct timespec millisecond = {0, 1000000};
-    for (int i = 0; i < 1000 && atomic_load(&programs_running) > 0; i++)
-        nanosleep(&millisecond, NULL);
-}
-
-/* use_aten(functions, dtype_names): the five ATen functions' addresses,
-   in the order of the ATEN_ ops, and dtype names by code (None where
-   unnamed); from then on programs run.  use_aten(None) stops them, as for
-   a torch without them; the functions, once given, are kept (other
-   threads may be calling them).  Returns whether programs run. */
-static PyObject *
-bridge_use_aten(PyObject *module, PyObject *args)
-{
-    PyObject *functions = NULL, *names = NULL;
-    if (!PyArg_ParseTuple(args, "|OO!:use_aten", &functions, &PyTuple_Type, &names))
-        return NULL;
-    if (functions == NULL)
-        return PyBool_FromLong(atomic_load(&aten_on));
-    if (functions == Py_None) {
-        atomic_store(&aten_on, 0);
-        Py_RETURN_FALSE;
-    }
-    void *address[ATEN_OPS];
-    if (!PyTuple_Check(functions) || PyTuple_GET_SIZE(functions) != ATEN_OPS || names == NULL
-            || PyTuple_GET_SIZE(names) > ATEN_DTYPES)
-        return PyErr_Format(PyExc_TypeError, "use_aten: %d addresses and up to %d dtype names",
-                            ATEN_OPS, ATEN_DTYPES);
-    for (int i = 0; i < ATEN_OPS; i++) {
-        address[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(functions, i));
-        if (address[i] == NULL)
-            return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_ValueError, "use_aten: a NULL address");
-    }
-    if (aten.set_dtype == NULL) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
-            PyObject *name = PyTuple_GET_ITEM(names, i);
-            const char *text = name == Py_None ? NULL : PyUnicode_AsUTF8(name);
-            if (text == NULL && name != Py_None)
-                return NULL;
-            aten.dtype_names[i] = text ? strdup(text) : NULL;
-        }
-        memcpy(&aten.set_dtype, &address[ATEN_SET_DTYPE], sizeof(void *));
-        memcpy(&aten.set_enabled, &address[ATEN_SET_ENABLED], sizeof(void *));
-        memcpy(&aten.clear_cache, &address[ATEN_CLEAR_CACHE], sizeof(void *));
-        memcpy(&aten.is_enabled, &address[ATEN_IS_ENABLED], sizeof(void *));
-        memcpy(&aten.get_dtype, &address[ATEN_GET_DTYPE], sizeof(void *));
-        /* libc runs exit handlers last registered first: clear_cache's map,
-           made on its first call, must be older than stop_programs_at_exit. */
-        aten.clear_cache();
-        atexit(stop_programs_at_exit);
-    } else if (memcmp(&aten.set_dtype, &address[ATEN_SET_DTYPE], sizeof(void *)) != 0) {
-        return PyErr_Format(PyExc_ValueError, "use_aten: another libtorch's functions");
-    }
-    atomic_store_explicit(&aten_on, 1, memory_order_release);
-    Py_RETURN_TRUE;
-}
-
 /* tohil, loaded into a Tcl interpreter of this thread, runs Python without
    taking the GIL: from now on this thread keeps the GIL, with its own
    thread state, whenever it is in Tcl, as tohil itself does (so other
@@ -4138,13 +3426,15 @@ static PyMethodDef bridge_methods[] = {
     {NULL}
 };
 
-/* One build per Tcl major version, each its own module: tclamp._bridge8,
-   tclamp._bridge9.  tclamp/__init__.py makes the one in use tclamp._bridge. */
-#define MODULE_INIT_(major) PyInit__bridge##major
-#define MODULE_INIT(major) MODULE_INIT_(major)
-#define BRIDGE_INIT MODULE_INIT(TCL_MAJOR_VERSION)
-#define MODULE_NAME_(major) "tclamp._bridge" #major
-#define MODULE_NAME(major) MODULE_NAME_(major)
+/* The speed layers this build leaves out (see bridge.h), for the tests. */
+static const char built_without[] = ""
+#ifdef TCLAMP_NO_ACCELERATORS
+    " accelerators"
+#endif
+#ifdef TCLAMP_NO_ATEN
+    " aten"
+#endif
+    ;
 
 static struct PyModuleDef bridge_module = {
     PyModuleDef_HEAD_INIT, MODULE_NAME(TCL_MAJOR_VERSION),
@@ -4155,7 +3445,7 @@ PyMODINIT_FUNC
 BRIDGE_INIT(void)
 {
     if (PyType_Ready(&InterpType) < 0 || PyType_Ready(&OutcomeType) < 0
-            || PyType_Ready(&ScriptType) < 0 || PyType_Ready(&ThreadGuardType) < 0)
+            || PyType_Ready(&ScriptType) < 0 || ThreadGuard_ready() < 0)
         return NULL;
     if (main_name == NULL) {    /* for py call, eval and exec */
         main_name = PyUnicode_InternFromString("__main__");
@@ -4163,9 +3453,7 @@ BRIDGE_INIT(void)
         builtins_module = PyImport_ImportModule("builtins");
         if (main_name == NULL || builtins_name == NULL || builtins_module == NULL)
             return NULL;
-#ifdef HAVE_PACKED_UTF8
-        make_packing_shuffles();
-#endif
+        text_fast_init();
     }
     PyObject *m = PyModule_Create(&bridge_module);
     if (m == NULL)
@@ -4177,11 +3465,15 @@ BRIDGE_INIT(void)
         return NULL;
     }
 #endif
-    if (PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
+    PyObject *aten_ops = aten_op_table();
+    int added = aten_ops != NULL && PyModule_AddObjectRef(m, "ATEN_OPS", aten_ops) == 0;
+    Py_XDECREF(aten_ops);
+    if (!added || PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
             || PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0
             || PyModule_AddObjectRef(m, "Script", (PyObject *)&ScriptType) < 0
             || PyModule_AddStringConstant(m, "VERSION", TCLAMP_VERSION) < 0
-            || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0) {
+            || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0
+            || PyModule_AddStringConstant(m, "BUILT_WITHOUT", built_without + (*built_without == ' ')) < 0) {
         Py_DECREF(m);
         return NULL;
     }
@@ -4191,319 +3483,19 @@ BRIDGE_INIT(void)
 }
 
 /* ------------------------------------------------------------------ */
-/* Closing Python, from whichever thread ends the process               */
-
-/* Calls shutdown step `i` (see bridge.py SHUTDOWN_STEPS); its truth value,
-   or 0 when Python code can no longer run. */
-static int
-shutdown_step(int i)
-{
-    PyObject *r = shutdown_steps ? PyObject_CallNoArgs(PyTuple_GET_ITEM(shutdown_steps, i)) : NULL;
-    int truth = r ? PyObject_IsTrue(r) : 0;
-    Py_XDECREF(r);
-    if (PyErr_Occurred()) {
-        PyErr_Clear();
-        truth = 0;
-    }
-    return truth > 0;
-}
-
-
-/*
- * Called once, by the thread that ends the process.  Every object a handle
- * holds is released first.  Then Python is finalized if no other thread is
- * inside it (finalizing waits for Python's threads and cuts off any thread
- * that comes back to it); otherwise atexit runs and everything written is
- * flushed, and this thread keeps the GIL: no Python code runs again, and
- * the process ends without waiting for anyone.
- */
-static void
-close_python(int may_finalize)
-{
-    pthread_mutex_lock(&lifecycle_lock);
-    int was = atomic_load(&python_state);
-    if (was == PY_RUNNING) {
-        atomic_store(&python_state, PY_CLOSING);
-        closer = pthread_self();
-    }
-    pthread_mutex_unlock(&lifecycle_lock);
-    if (was != PY_RUNNING && !pthread_equal(closer, pthread_self())) {
-        /* Another thread is ending the process (two threads called exit,
-           or one woke up because the other's ending killed its target):
-           racing it through exit() would crash; it ends us too. */
-        for (;;)
-            pause();
-    }
-    if (was != PY_RUNNING)
-        return;
-    ThreadBridge *t = &here;
-    if (t->parked != NULL) {
-        PyEval_RestoreThread(t->parked);
-        t->parked = NULL;
-    } else if (!PyGILState_Check()) {
-        PyGILState_Ensure();
-    }
-    closing = 1;
-    /* Python's own order: atexit handlers (other threads still run, and
-       may still call Python), then the objects go, and nobody enters. */
-    shutdown_step(STEP_RUN_ATEXIT);
-    atomic_store(&python_state, PY_CLOSED);
-    release_all_handles();
-    int others = atomic_load(&entries_active) - (t->depth > 0);
-    if (t->depth > 0)           /* frames below us keep __main__ and their locals */
-        shutdown_step(STEP_FLUSH_FILES);
-    /* A subinterpreter that another extension made and left (tohil's) makes
-       Py_FinalizeEx abort the process: then Python is left as it is. */
-    int subinterpreters = PyInterpreterState_Next(PyInterpreterState_Head()) != NULL;
-    /* The exception kept for its Tcl error goes too, and what its frames
-       hold (its errorCode value stays: Tcl may be gone). */
-    Py_CLEAR(t->in_flight);
-    t->in_flight_code = NULL;
-    /* Only the thread Python started on finalizes it: Python 3.13 ends any
-       other thread that takes the GIL while it finalizes (its own files'
-       writes release the GIL), so a Tcl thread that ends the process after
-       the worker that started Python has gone would vanish mid-way. */
-    int starter = t->own != NULL && t->own == first_state;
-    if (may_finalize && starter && others == 0 && atomic_load(&abandoned_threads) == 0
-            && !subinterpreters && !shutdown_step(STEP_OTHER_THREADS)) {
-        closing = 0;            /* finalizing runs no more of our steps */
-        atomic_store(&python_finalized, 1);
-        Py_FinalizeEx();
-        return;
-    }
-    if (t->depth == 0)
-        shutdown_step(STEP_FLUSH_FILES);
-    closing = 0;
-}
-
-/* Python's end when the process ends, from whichever way it ends: Python
-   code that called exit while Python closes only has what it wrote
-   flushed (close_python is under way on this thread). */
-static void
-close_python_for_exit(int may_finalize)
-{
-    if (closing && pthread_equal(closer, pthread_self())) {
-        if (here.parked != NULL) {
-            PyEval_RestoreThread(here.parked);
-            here.parked = NULL;
-        }
-        shutdown_step(STEP_FLUSH_FILES);
-        return;
-    }
-    close_python(may_finalize);
-}
-
-/* libc's exit: an embedder that never ended Tcl, or a second thread that
-   called exit while the first closes Python (it waits in close_python).
-   Python is not finalized here: libc runs its exit handlers last
-   registered first, so the C++ static destructors of libraries loaded
-   after this hook was registered have already run (torch._C's method
-   table among them), and finalizing walks every object, those that point
-   there too. */
-static void
-close_python_at_process_exit(void)
-{
-    close_python_for_exit(0);
-}
-
-static void
-thread_exit_handler(ClientData unused)
-{
-    ThreadBridge *t = &here;
-    if (!python_usable() || tcl_finalizing || !t->known)
-        return;
-    t->known = 0;
-    if (t->depth > 0 || (t->own == NULL && !t->ending_normally)) {
-        /* thread::exit while Python frames are live on this thread: its
-           state must outlive it (frames, tracebacks), so it is abandoned,
-           and Python's threading learns that one of its threads ended. */
-        atomic_fetch_add(&abandoned_threads, 1);
-        if (t->own != NULL)
-            atomic_fetch_sub(&tcl_threads_in_python, 1);
-        if (t->parked != NULL) {
-            PyEval_RestoreThread(t->parked);
-            release_in_flight(t);
-            if (t->own == NULL)
-                shutdown_step(STEP_THREAD_ENDED);
-            t->parked = PyEval_SaveThread();
-        }
-        return;
-    }
-    if (t->own == NULL) {       /* a Python thread's own end: the GIL is held */
-        release_in_flight(t);
-        return;
-    }
-    PyEval_RestoreThread(t->own);
-    t->parked = NULL;
-    release_in_flight(t);
-    delete_thread_interps();
-    if (t->own == first_state) {
-        /* Python 3.11 cannot make a thread state once it has none left (it
-           reuses the first one without resetting it): that one stays, and
-           threading is told that its main thread ended. */
-        shutdown_step(STEP_THREAD_ENDED);
-        PyEval_SaveThread();
-    } else {
-        PyThreadState_Clear(t->own);
-        PyThreadState_DeleteCurrent();
-    }
-    t->own = NULL;
-    atomic_fetch_sub(&tcl_threads_in_python, 1);
-}
-
-/* ------------------------------------------------------------------ */
-/* The Tcl extension                                                    */
-
-static const char *
-own_path(void)
-{
-    Dl_info info;
-    return dladdr((void *)&BRIDGE_INIT, &info) ? info.dli_fname : NULL;
-}
-
-/* Our module object is this very file: make `import tclamp._bridge` find
-   it rather than load a second copy, and `import tclamp` find the Python
-   files beside it, whatever the environment has installed.  (GIL held.) */
-static void
-adopt_this_copy(void)
-{
-    PyObject *module = BRIDGE_INIT();
-    PyObject *modules = PySys_GetObject("modules");
-    PyObject *sys_path = PySys_GetObject("path");
-    const char *path = own_path();
-    if (module == NULL || modules == NULL || path == NULL
-            || PyModule_AddStringConstant(module, "__file__", path) < 0
-            || PyDict_SetItemString(modules, "tclamp._bridge", module) < 0
-            || PyDict_SetItemString(modules, MODULE_NAME(TCL_MAJOR_VERSION), module) < 0)
-        PyErr_Print();
-    if (path != NULL && sys_path != NULL) {
-        char *dir = strdup(path), *slash;
-        for (int up = 0; up < 2 && (slash = strrchr(dir, '/')) != NULL; up++)
-            *slash = '\0';     /* .../src/tclamp/_bridge.so -> .../src */
-        PyObject *entry = PyUnicode_DecodeFSDefault(dir);
-        if (entry == NULL || PyList_Insert(sys_path, 0, entry) < 0)
-            PyErr_Print();
-        Py_XDECREF(entry);
-        free(dir);
-    }
-    Py_XDECREF(module);
-}
-
-static int
-start_error(Tcl_Interp *interp, Tcl_Obj *message)
-{
-    Tcl_SetObjResult(interp, message);
-    Tcl_SetErrorCode(interp, "TCLAMP", "PYTHON_START", NULL);
-    return TCL_ERROR;
-}
-
-/* Called with lifecycle_lock held: one thread starts Python, any others
-   wait for it and then use it. */
-static int
-start_python(Tcl_Interp *interp)
-{
-    const char *exe = getenv("TCLAMP_PYTHON");
-    if (exe == NULL || *exe == '\0')
-        exe = Tcl_GetVar(interp, "::tclamp::python", TCL_GLOBAL_ONLY);
-    if (exe == NULL)
-        return start_error(interp, Tcl_NewStringObj(
-            "tclamp: no Python environment found: set TCLAMP_PYTHON to its python executable", -1));
-    if (access(exe, X_OK) != 0)
-        return start_error(interp, Tcl_ObjPrintf(
-            "tclamp: cannot start Python: \"%s\" is not an executable file", exe));
-    struct sigaction tcl_sigint;
-    sigaction(SIGINT, NULL, &tcl_sigint);
-    PyConfig config;
-    PyConfig_InitPythonConfig(&config);
-    config.install_signal_handlers = 0;   /* signals belong to the Tcl host */
-    config.parse_argv = 0;
-    config.buffered_stdio = 0;            /* in order with Tcl's output */
-    PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, exe);
-    if (!PyStatus_Exception(status))
-        status = Py_InitializeFromConfig(&config);
-    PyConfig_Clear(&config);
-    if (PyStatus_Exception(status))
-        return start_error(interp, Tcl_ObjPrintf("tclamp: cannot start Python from \"%s\": %s",
-                                                 exe, status.err_msg ? status.err_msg : "failed"));
-    adopt_this_copy();
-    /* Importing `signal` (torch does) installs Python's SIGINT handler even
-       so; import it now and give the host its own disposition back. */
-    PyObject *signal_module = PyImport_ImportModule("signal");
-    if (signal_module == NULL)
-        PyErr_Print();
-    Py_XDECREF(signal_module);
-    sigaction(SIGINT, &tcl_sigint, NULL);
-    python_started_here = 1;
-    atomic_store(&python_state, PY_RUNNING);
-    atexit(close_python_at_process_exit);
-    /* This thread's state is its own, like any Tcl thread's. */
-    here.own = first_state = PyThreadState_Get();
-    atomic_fetch_add(&tcl_threads_in_python, 1);
-    here.known = 1;
-    Tcl_CreateThreadExitHandler(thread_exit_handler, NULL);
-    here.parked = PyEval_SaveThread();
-    return TCL_OK;
-}
-
-/* Python was started by someone else: make sure it is this copy's module. */
-static int
-check_same_bridge(Tcl_Interp *interp)
-{
-    int ok = 1;
-    const char *path = own_path();
-    PyObject *modules = PySys_GetObject("modules");
-    PyObject *m = modules ? PyDict_GetItemString(modules, "tclamp._bridge") : NULL;
-    if (m == NULL && modules != NULL && PyDict_GetItemString(modules, "tclamp") == NULL) {
-        adopt_this_copy();      /* tclamp not imported yet: this copy is it */
-        return TCL_OK;
-    }
-    PyObject *file = m ? PyObject_GetAttrString(m, "__file__") : NULL;
-    if (file != NULL && path != NULL) {
-        const char *f = PyUnicode_AsUTF8(file);
-        char a[PATH_MAX], b[PATH_MAX];
-        ok = f && realpath(f, a) && realpath(path, b) && strcmp(a, b) == 0;
-        if (!ok) {
-            Tcl_SetObjResult(interp, Tcl_ObjPrintf(
-                "tclamp: this process already uses the bridge at \"%s\", not \"%s\"", f, path));
-            Tcl_SetErrorCode(interp, "TCLAMP", "OTHER_BRIDGE", NULL);
-        }
-    }
-    Py_XDECREF(file);
-    PyErr_Clear();
-    return ok ? TCL_OK : TCL_ERROR;
-}
+/* The Tcl extension: stubs, Python, then this interpreter attached     */
 
 int
 Tclamp_Init(Tcl_Interp *interp)
 {
-    if (Tcl_InitStubs(interp, TCLAMP_TCL_VERSIONS, 0) == NULL)
+    if (Tcl_InitStubs(interp, TCLAMP_TCL_VERSIONS, 0) == NULL
+            || lifecycle_start(interp) != TCL_OK)
         return TCL_ERROR;
-    int rc = TCL_OK;
-    pthread_mutex_lock(&lifecycle_lock);
-    switch (atomic_load(&python_state)) {
-    case PY_CLOSED:
-        Tcl_SetObjResult(interp, Tcl_NewStringObj("tclamp: Python has been finalized", -1));
-        Tcl_SetErrorCode(interp, "TCLAMP", "FINALIZED", NULL);
-        rc = TCL_ERROR;
-        break;
-    case PY_NOT_STARTED:
-        if (Py_IsInitialized())     /* the process runs Python already */
-            atomic_store(&python_state, PY_RUNNING);
-        else
-            rc = start_python(interp);
-        break;
-    }
-    if (rc == TCL_OK) {
-        tcl_ready = 1;
-        find_tcl_types();
-    }
-    pthread_mutex_unlock(&lifecycle_lock);
-    if (rc != TCL_OK)
-        return rc;
+    find_tcl_types();
     Entry e;
     if (enter(&e, NULL, interp) < 0)
         return TCL_ERROR;
-    rc = check_same_bridge(interp);
+    int rc = check_same_bridge(interp);
     if (rc == TCL_OK) {
         InterpObject *self = attach(interp, 0);
         if (self == NULL)
@@ -4511,22 +3503,10 @@ Tclamp_Init(Tcl_Interp *interp)
         Py_XDECREF(self);
     }
     leave(&e);
-    if (rc == TCL_OK) {
-        /* Only the copy in use closes Python: a second copy that was
-           refused would take the GIL at exit and keep it. */
-        pthread_mutex_lock(&lifecycle_lock);
-        watch_tcl_exit();
-        /* Loading imported torch, whose C++ static destructors libc runs
-           before every exit handler registered earlier: ours again, so
-           that Python's atexit handlers and handles go while torch works. */
-        static int hooked_after_torch;
-        if (python_started_here && !hooked_after_torch) {
-            hooked_after_torch = 1;
-            atexit(close_python_at_process_exit);
-        }
-        pthread_mutex_unlock(&lifecycle_lock);
-    }
-    if (rc == TCL_OK && !python_started_here)   /* a Python program's Tcl (tkinter) */
+    if (rc != TCL_OK)
+        return rc;
+    lifecycle_loaded();
+    if (!python_started_here)   /* a Python program's Tcl (tkinter) */
         order_stdout_with_python(interp);
-    return rc;
+    return TCL_OK;
 }

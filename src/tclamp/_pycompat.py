@@ -114,7 +114,7 @@ if sys.version_info >= (3, 13):
 
 def runs_without_gil():
     """Whether this is a free-threaded Python running with its GIL off.
-    tclamp's bridge relies on the GIL (the threading notes in _bridge.c).
+    tclamp's bridge relies on the GIL (the threading notes in bridge.h).
     Asked of sys each time, so that a test can give the answer."""
     is_enabled = getattr(sys, "_is_gil_enabled", None)
     return is_enabled is not None and not is_enabled()
@@ -122,5 +122,5 @@ def runs_without_gil():
 
 FREE_THREADED_ERROR = (
     "tclamp: {who} is free-threaded and runs without the GIL, which tclamp's bridge relies on "
-    "(see the threading notes in _bridge.c): run it with the GIL on (PYTHON_GIL=1) or use a "
+    "(see the threading notes in bridge.h): run it with the GIL on (PYTHON_GIL=1) or use a "
     "Python built with the GIL")

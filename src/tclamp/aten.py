@@ -6,7 +6,7 @@ at::autocast functions of the same names: each call parses its arguments
 and needs the GIL, which costs several times the thread-local read or
 write it makes.  A torch:: command's remembered plan made of these calls
 only also carries them as a program (`program`), which the bridge runs
-from C with no Python at all (_bridge.c, run_program).
+from C with no Python at all (aten_programs.c).
 
 The functions are looked up by their C++ names in the libtorch that
 `import torch` loaded, and checked against torch's bindings before they are
@@ -22,19 +22,13 @@ import torch
 
 from . import _bridge
 
-# The op codes of _bridge.c's ATEN_ enum, in order: torch's binding and
-# the C++ name of the function it calls.
-OPS = (
-    (torch.set_autocast_dtype, "_ZN2at8autocast18set_autocast_dtypeEN3c1010DeviceTypeENS1_10ScalarTypeE",
-     None, (ctypes.c_int8, ctypes.c_int8)),
-    (torch.set_autocast_enabled, "_ZN2at8autocast20set_autocast_enabledEN3c1010DeviceTypeEb",
-     None, (ctypes.c_int8, ctypes.c_bool)),
-    (torch.clear_autocast_cache, "_ZN2at8autocast11clear_cacheEv", None, ()),
-    (torch.is_autocast_enabled, "_ZN2at8autocast19is_autocast_enabledEN3c1010DeviceTypeE",
-     ctypes.c_bool, (ctypes.c_int8,)),
-    (torch.get_autocast_dtype, "_ZN2at8autocast18get_autocast_dtypeEN3c1010DeviceTypeE",
-     ctypes.c_int8, (ctypes.c_int8,)),
-)
+# ctypes for the codes of aten_ops.h's table.
+CTYPES = {"": None, "b": ctypes.c_int8, "?": ctypes.c_bool}
+# The ops in code order, as the bridge's table (aten_ops.h) gives them:
+# torch's binding, the C++ name of the function it calls, and that
+# function's result and argument types.
+OPS = tuple((getattr(torch, binding), symbol, CTYPES[result], tuple(CTYPES[c] for c in args))
+            for binding, symbol, result, args in _bridge.ATEN_OPS)
 OP_CODES = {binding: code for code, (binding, *_) in enumerate(OPS)}
 SET_DTYPE, SET_ENABLED = OP_CODES[torch.set_autocast_dtype], OP_CODES[torch.set_autocast_enabled]
 # c10::DeviceType's codes: CPU and CUDA are its first two, and the check

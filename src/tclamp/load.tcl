@@ -109,7 +109,7 @@ print("tclamp-probe", sys.implementation.cache_tag + ("t" if v("Py_GIL_DISABLED"
     if {$gil eq "nogil"} {
         throw {TCLAMP PYTHON_START} "tclamp: the Python at $python is free-threaded and\
             runs without the GIL, which tclamp's bridge relies on (see the threading notes\
-            in _bridge.c): run it with the GIL on (PYTHON_GIL=1) or use a Python built with the GIL"
+            in bridge.h): run it with the GIL on (PYTHON_GIL=1) or use a Python built with the GIL"
     }
     # The bridges' file names carry the ABI they were built for: .cpython-311-...
     if {![llength [lsearch -all -glob $bridges *.$tag-*]]} {

@@ -1,12 +1,27 @@
 /*
- * utf8_simd.h -- the bridge's accelerators for text (included by _bridge.c
- * unless it is built with TCLAMP_PORTABLE_UTF8, which the tests do too):
- * long ASCII copied 64 bytes at a time, and the UTF-8 of a str written
- * eight or four characters at a time, so that Tcl has both a str's code
- * units and its text without converting one character at a time.  Without
- * this file the bridge is complete: Tcl writes a value's UTF-8 when it is
- * needed.
+ * text_fast.c -- the bridge's accelerators for text.  Each is a faster way
+ * to a result that the core's general way (Tcl's or Python's own
+ * conversions) gives as well:
+ *   - long ASCII copied 64 bytes at a time, each block checked as it goes
+ *     (for a byte with the high bit set, or for NUL): one pass, where
+ *     Python's decoder takes 8 bytes at a time and a NUL check is a pass
+ *     of its own;
+ *   - a str's UTF-8 written for Tcl eight or four characters at a time,
+ *     so that Tcl has both a str's code units and its text without
+ *     converting one character at a time;
+ *   - a list's text written from its integers' values;
+ *   - a value held only as code units checked for a handle's name on its
+ *     units, so that a long text makes no UTF-8.
+ * Built with TCLAMP_NO_ACCELERATORS, each entry point below says "not
+ * done" and the core goes the general way; the suite runs such a build
+ * (tests/test_speed_semantics.py) and compares.
  */
+#include "bridge.h"
+#include <stdint.h>
+#include <string.h>
+
+#ifndef TCLAMP_NO_ACCELERATORS
+
 #ifdef __SSE2__
 #  include <emmintrin.h>
 #endif
@@ -223,7 +238,7 @@ utf8_size(int kind, const void *data, Py_ssize_t len)
    makes Tcl convert the characters one by one.  (A str with characters
    beyond the BMP keeps code units only.)  The text is counted first and
    made at its exact size: no room for the worst case that is cut later. */
-static void
+void
 add_utf8(Tcl_Obj *obj, PyObject *s)
 {
     int kind = PyUnicode_KIND(s);
@@ -245,3 +260,153 @@ add_utf8(Tcl_Obj *obj, PyObject *s)
     else
         text_done(obj, (Tcl_Size)size);
 }
+
+void
+text_fast_init(void)
+{
+#ifdef HAVE_PACKED_UTF8
+    make_packing_shuffles();
+#endif
+}
+
+/* Copies src to dst while no byte matches (high bit set when `nul` is
+   0, zero when it is 1); returns how many bytes it copied. */
+static Py_ssize_t
+copy_blocks(char *dst, const char *src, Py_ssize_t n, int nul)
+{
+    Py_ssize_t i = 0;
+#ifdef __SSE2__
+    i = copy_blocks_fast(dst, src, n, nul);
+#endif
+    for (; i < n; i++) {
+        unsigned char byte = (unsigned char)src[i];
+        if (nul ? byte == 0 : byte >= 0x80)
+            return i;
+        dst[i] = (char)byte;
+    }
+    return n;
+}
+
+/* Long UTF-8 that is all ASCII as a str; NULL, with no error, otherwise.
+   Its first block is looked at before the str is made: text that is not
+   ASCII nearly always shows it there, and then costs no str of its length
+   made and thrown away. */
+PyObject *
+ascii_str(const char *s, Py_ssize_t len)
+{
+    char first[64];
+    if (copy_blocks(first, s, sizeof first, 0) < (Py_ssize_t)sizeof first)
+        return NULL;
+    PyObject *str = PyUnicode_New(len, 127);
+    if (str == NULL) {
+        PyErr_Clear();          /* the general way reports it */
+        return NULL;
+    }
+    if (copy_blocks((char *)PyUnicode_1BYTE_DATA(str), s, len, 0) == len)
+        return str;
+    Py_DECREF(str);
+    return NULL;
+}
+
+/* Long ASCII is copied straight into the value's text (Tcl_SetObjLength
+   leaves the new bytes to its caller), checked for NUL on the way. */
+Tcl_Obj *
+ascii_tcl(const char *data, Py_ssize_t len)
+{
+    Tcl_Obj *obj = Tcl_NewObj();
+    Tcl_SetObjLength(obj, (Tcl_Size)len);
+    if (copy_blocks(Tcl_GetString(obj), data, len, 1) == len)
+        return obj;
+    Tcl_IncrRefCount(obj);
+    Tcl_DecrRefCount(obj);
+    return NULL;
+}
+
+/* A list's text, as Tcl writes it, for a list whose items are integers
+   (without text: written from their values) or words that need no quoting.
+   Tcl would give each integer a text of its own (an allocation each) to
+   copy from, at several times the cost.  Any other list is left to Tcl. */
+static int
+is_plain_int(Tcl_Obj *item, unsigned long long *magnitude)
+{
+    long long w;
+    if (item->bytes != NULL || item->typePtr == NULL
+            || (item->typePtr != int_type && item->typePtr != wide_type)
+            || int_obj_value(item, &w) != TCL_OK)
+        return 0;
+    *magnitude = w < 0 ? 0 - (unsigned long long)w : (unsigned long long)w;
+    return w < 0 ? -1 : 1;
+}
+
+void
+write_list_text(Tcl_Obj *list)
+{
+    Tcl_Size n, len;
+    Tcl_Obj **items;
+    unsigned long long u;
+    if (Tcl_ListObjGetElements(NULL, list, &n, &items) != TCL_OK || n == 0)
+        return;
+    size_t size = (size_t)n - 1;                /* the spaces */
+    for (Tcl_Size i = 0; i < n; i++) {
+        int sign = is_plain_int(items[i], &u);
+        if (sign != 0) {
+            size += (size_t)digits_of(u) + (sign < 0);
+            continue;
+        }
+        int flags;
+        const char *word = Tcl_GetStringFromObj(items[i], &len);
+        if (len == 0 || (i == 0 && word[0] == '#')
+                || Tcl_ScanCountedElement(word, len, &flags) != len)
+            return;                             /* quoted: Tcl writes it */
+        size += (size_t)len;
+    }
+    if (size > (size_t)TCL_SIZE_MAX)
+        return;
+    char *text = text_room(list, size), *out = text;
+    if (text == NULL)
+        return;
+    for (Tcl_Size i = 0; i < n; i++) {
+        if (i > 0)
+            *out++ = ' ';
+        int sign = is_plain_int(items[i], &u);
+        if (sign == 0) {
+            const char *word = Tcl_GetStringFromObj(items[i], &len);
+            memcpy(out, word, (size_t)len);
+            out += len;
+            continue;
+        }
+        if (sign < 0)
+            *out++ = '-';
+        out += digits_of(u);
+        write_digits(u, out);
+    }
+    text_done(list, (Tcl_Size)size);
+}
+
+/* Whether a value that Tcl holds only as code units starts like a handle's
+   name: checked on the units, so that a long text makes no UTF-8. */
+int
+units_may_name_handle(Tcl_Obj *obj)
+{
+    Tcl_Size n;
+    const Tcl_UniChar *u = Tcl_GetUnicodeFromObj(obj, &n);
+    const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
+    if (n <= prefix)
+        return 0;
+    for (Tcl_Size i = 0; i < prefix; i++) {
+        if (u[i] != (Tcl_UniChar)HANDLE_PREFIX[i])
+            return 0;
+    }
+    return 1;
+}
+
+#else   /* TCLAMP_NO_ACCELERATORS: Tcl and Python convert, as they would */
+
+void text_fast_init(void) {}
+PyObject *ascii_str(const char *s, Py_ssize_t len) { return NULL; }
+Tcl_Obj *ascii_tcl(const char *data, Py_ssize_t len) { return NULL; }
+void write_list_text(Tcl_Obj *list) {}
+void add_utf8(Tcl_Obj *obj, PyObject *s) {}
+int units_may_name_handle(Tcl_Obj *obj) { return 1; }
+
+#endif
