@@ -1914,16 +1914,18 @@ script_end(PyObject *script)
 /*
  * A "function" command calls its callable with the converted arguments and
  * converts the value back.  A "planned" command calls its callable (a
- * parser) with the arguments and gets a plan back:
+ * parser) with the arguments and gets a plan back, a tuple
+ * (tclamp.arguments.Plan):
  *
- *     (steps, result, cacheable[, program])
- *     steps:   tuple of (callable, args-tuple), called in order
- *     result:  None (convert the last step's value), a dict (map that value),
- *              or a constant
- *     program: None, or the same steps as calls of ATen's autocast
- *              functions (bytes; see aten.py and run_program)
+ *     (steps, result, words_only[, program])
+ *     steps:      tuple of (callable, args-tuple), called in order
+ *     result:     None (convert the last step's value), a dict (map that
+ *                 value), or a constant
+ *     words_only: true when the plan depends on the command's words alone
+ *     program:    None, or the same steps as calls of ATen's autocast
+ *                 functions (bytes; see aten.py and run_program)
  *
- * A cacheable plan depends on the argument strings alone (never on state
+ * A words_only plan depends on the argument strings alone (never on state
  * read while planning: whatever depends on state is a step, run on every
  * call), so it is kept in a small per-command memo keyed by them: a
  * repeated call runs the steps straight from C without creating a single
@@ -2040,7 +2042,7 @@ program_fits(PyObject *program, PyObject *result)
 }
 
 static int
-check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
+check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *words_only,
            PyObject **program)
 {
     Py_ssize_t n = PyTuple_Check(plan) ? PyTuple_GET_SIZE(plan) : 0;
@@ -2050,7 +2052,8 @@ check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
                                         || PyBytes_GET_SIZE(*program) % 3 != 0
                                         || PyBytes_GET_SIZE(*program) == 0))) {
         PyErr_SetString(PyExc_TypeError,
-                        "a command plan is (steps, result, cacheable[, program bytes])");
+                        "a command plan is a Plan: (steps, result, words_only"
+                        "[, program bytes])");
         return -1;
     }
     if (*program == Py_None)
@@ -2070,8 +2073,8 @@ check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
         }
     }
     *result = PyTuple_GET_ITEM(plan, 1);
-    *cacheable = PyObject_IsTrue(PyTuple_GET_ITEM(plan, 2));
-    return *cacheable < 0 ? -1 : 0;
+    *words_only = PyObject_IsTrue(PyTuple_GET_ITEM(plan, 2));
+    return *words_only < 0 ? -1 : 0;
 }
 
 static void
@@ -2322,15 +2325,15 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         }
     } else {
         PyObject *steps, *result, *program;
-        int cacheable;
+        int words_only;
         Tcl_Obj *constant = NULL;
-        if (check_plan(value, &steps, &result, &cacheable, &program) < 0
+        if (check_plan(value, &steps, &result, &words_only, &program) < 0
                 || (result != Py_None && !PyDict_Check(result)
                     && (constant = result_to_tcl(cmd->owner, result)) == NULL)) {
             rc = report_python_error(cmd->owner, interp);
         } else {
             if (constant) Tcl_IncrRefCount(constant);
-            if (cacheable && !any_handle && memo_usable)
+            if (words_only && !any_handle && memo_usable)
                 memo_store(cmd, keyc, objv, steps, result, constant, program);
             rc = run_steps(cmd, interp, steps, result, constant, script);
             if (constant) Tcl_DecrRefCount(constant);

@@ -154,6 +154,6 @@ def with_programs(parser):
     """The parser, with each remembered plan's program added (a plan that
     is not remembered runs once: its steps serve)."""
     def plan(*args):
-        steps, result, cacheable = parser(*args)
-        return steps, result, cacheable, program(steps) if cacheable else None
+        made = parser(*args)
+        return made._replace(program=program(made.steps)) if made.words_only else made
     return plan

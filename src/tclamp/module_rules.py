@@ -11,7 +11,7 @@ module's call, so neither the model's code nor the module is touched.
 import torch
 
 from . import module_calls
-from .arguments import Command, Param, Signature
+from .arguments import Command, Param, Plan, Signature
 from .autocast import DEVICES, DTYPE_NAMES, INVALID_DEVICE
 from .errors import UsageError
 from .scaler import handle_of
@@ -41,11 +41,11 @@ def rule_list(device_type):
 
 
 def plan_set(module, dtype, device_type):
-    return ((set_rule, (module, dtype, device_type)),), None, False
+    return Plan(((set_rule, (module, dtype, device_type)),), None, False)
 
 
 def plan_list(device_type):
-    return ((rule_list, (device_type,)),), None, False
+    return Plan(((rule_list, (device_type,)),), None, False)
 
 
 COMMANDS = (
