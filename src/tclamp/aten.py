@@ -21,6 +21,7 @@ import os
 import torch
 
 from . import _bridge
+from .autocast import DTYPE_NAMES, DTYPES
 
 # The op codes of _bridge.c's ATEN_ enum, in order: torch's binding and
 # the C++ name of the function it calls.
@@ -64,7 +65,7 @@ def read_dtype_codes(get_dtype):
     codes = {}
     saved = torch.get_autocast_dtype("cpu")
     try:
-        for dtype in {v for v in vars(torch).values() if isinstance(v, torch.dtype)}:
+        for dtype in DTYPE_NAMES:
             try:
                 torch.set_autocast_dtype("cpu", dtype)
             except (RuntimeError, TypeError):
@@ -109,8 +110,8 @@ def start():
     if functions is None:
         return None, None
     codes = read_dtype_codes(functions[4])
-    names = {code: str(dtype).removeprefix("torch.") for dtype, code in codes.items()}
-    if not {torch.float16, torch.bfloat16, torch.float32} <= codes.keys() \
+    names = {code: DTYPE_NAMES[dtype] for dtype, code in codes.items()}
+    if not set(DTYPES.values()) <= codes.keys() \
             or len(names) != len(codes) or not 0 <= min(names) <= max(names) < 64 \
             or not agrees(functions, codes):
         return None, None

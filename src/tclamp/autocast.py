@@ -8,10 +8,12 @@ from . import _bridge
 from .arguments import BodySignature, Command, Param, Plan, Signature, tcl_boolean
 
 DEVICES = ("cuda", "cpu")     # the seed's, and the ones autocast_status lists
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-# Every dtype torch has, by name, so a dtype set from Python still reads well.
+# The one dtype-name rule (aten.py and module_rules.py use these too): every
+# dtype torch has is named as torch prints it, without "torch.", so a dtype
+# set from Python still reads well; the commands take these three.
 DTYPE_NAMES = {value: str(value).removeprefix("torch.")
                for value in vars(torch).values() if isinstance(value, torch.dtype)}
+DTYPES = {DTYPE_NAMES[dtype]: dtype for dtype in (torch.float16, torch.bfloat16, torch.float32)}
 
 INVALID_PARAMETERS = ("Invalid parameters. Device type: cuda or cpu. "
                       "Dtype: float16, bfloat16, or float32")
