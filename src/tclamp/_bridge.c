@@ -1972,6 +1972,11 @@ static struct {
 static atomic_int aten_on;     /* the functions are set, and programs run */
 static atomic_int programs_running;     /* threads between the check of aten_on and its end */
 
+/* Whether commands remember plans, for the whole process: always, but
+   for a test or a diagnosis that turns it off (_bridge.memo) to see that
+   remembering changes nothing.  Read before the GIL is taken. */
+static atomic_int memo_on = 1;
+
 typedef struct {
     Lifetime life;
     InterpState *owner;         /* counted in owner->refs */
@@ -2268,7 +2273,8 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
        without its script; a script command given no word at all has no
        memo (its parser reports that). */
     int keyc = cmd->script && objc >= 2 ? objc - 1 : objc;
-    int memo_usable = cmd->planned && (!cmd->script || objc >= 2);
+    int memo_usable = cmd->planned && (!cmd->script || objc >= 2)
+        && atomic_load_explicit(&memo_on, memory_order_relaxed);
     if (memo_usable && python_usable()) {
         /* Counted before the check: stop_programs_at_exit marks programs
            stopped, then waits for the count, so either it sees us or we
@@ -4115,6 +4121,21 @@ bridge_use_aten(PyObject *module, PyObject *args)
     Py_RETURN_TRUE;
 }
 
+/* memo(enabled), memo() -> bool: whether commands remember their plans
+   (python_command).  A test and diagnostic switch: off, every call parses
+   its words and runs its plan's steps, and no program runs; kept plans
+   stay, unused, until it is on again. */
+static PyObject *
+bridge_memo(PyObject *module, PyObject *args)
+{
+    int enabled = -1;
+    if (!PyArg_ParseTuple(args, "|p:memo", &enabled))
+        return NULL;
+    if (enabled >= 0)
+        atomic_store(&memo_on, enabled);
+    return PyBool_FromLong(atomic_load(&memo_on));
+}
+
 /* tohil, loaded into a Tcl interpreter of this thread, runs Python without
    taking the GIL: from now on this thread keeps the GIL, with its own
    thread state, whenever it is in Tcl, as tohil itself does (so other
@@ -4132,6 +4153,8 @@ static PyMethodDef bridge_methods[] = {
     {"use_aten", bridge_use_aten, METH_VARARGS,
      "use_aten(functions, dtype_names), use_aten(None), use_aten() -> bool: whether plans' "
      "programs run (see aten.py)"},
+    {"memo", bridge_memo, METH_VARARGS,
+     "memo(enabled), memo() -> bool: whether commands remember their plans (a test switch)"},
     {"keep_gil", bridge_keep_gil, METH_NOARGS,
      "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
     {"current", bridge_current, METH_NOARGS,
