@@ -3156,7 +3156,9 @@ release_kept_value(PyObject *capsule)
 /* The Tcl value of `text`, with a reference for the caller.  The values of
    recent texts are kept in `*cache` (on the interpreter's thread, which
    alone frees them), with what Tcl made of them: a script's bytecode, the
-   command a name means. */
+   command a name means.  Without them (measured for issue 30, compare.py)
+   Interp.eval("set x") went from 0.43x _tkinter's time to 2.3x, and
+   Interp.call(proc, "a", 1) from 0.89x to 1.07x: both past their targets. */
 static Tcl_Obj *
 kept_value(PyObject **cache, PyObject *text)
 {
