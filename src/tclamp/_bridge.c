@@ -2402,6 +2402,12 @@ python_command_deleted(ClientData cd)
 static const char *const run_modes[] = {"eval", "exec"};
 static const char *const run_filenames[] = {"<py eval>", "<py exec>"};
 static const char *const run_usages[] = {"py eval expression", "py exec code"};
+#define PY_CALL_USAGE "py call ?-kwlist list? ?-nonevalue word? ?-types list? " \
+    "?-kwtypes dict? callable ?arg ...?"
+/* Tcl's own words for a wrong count.  The module exports both texts
+   (WRONG_ARGS, PY_CALL_USAGE): the py commands written in Python give the
+   same errors through errors.wrong_args. */
+#define WRONG_ARGS "wrong # args: should be \"%s\""
 #define CACHE_MAX_CHARS 16384   /* longer scripts and sources are not kept in the dicts */
 
 static PyObject *main_name;     /* "__main__", interned (set up by the module's init) */
@@ -2412,7 +2418,7 @@ static PyObject *compile_function;  /* builtins.compile */
 static int
 wrong_args(Tcl_Interp *interp, const char *usage)
 {
-    Tcl_SetObjResult(interp, Tcl_ObjPrintf("wrong # args: should be \"%s\"", usage));
+    Tcl_SetObjResult(interp, Tcl_ObjPrintf(WRONG_ARGS, usage));
     Tcl_SetErrorCode(interp, "TCLAMP", "WRONG_ARGS", NULL);
     return TCL_ERROR;
 }
@@ -2754,8 +2760,7 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
 {
     Command *cmd = cd;
     if (objc < 2)
-        return wrong_args(interp, "py call ?-kwlist list? ?-nonevalue word? ?-types list? "
-                          "?-kwtypes dict? callable ?arg ...?");
+        return wrong_args(interp, PY_CALL_USAGE);
     Entry e;
     if (enter(&e, cmd->owner, interp) < 0)
         return TCL_ERROR;
@@ -4209,7 +4214,9 @@ BRIDGE_INIT(void)
             || PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0
             || PyModule_AddObjectRef(m, "Script", (PyObject *)&ScriptType) < 0
             || PyModule_AddStringConstant(m, "VERSION", TCLAMP_VERSION) < 0
-            || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0) {
+            || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0
+            || PyModule_AddStringConstant(m, "WRONG_ARGS", WRONG_ARGS) < 0
+            || PyModule_AddStringConstant(m, "PY_CALL_USAGE", PY_CALL_USAGE) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -16,21 +16,17 @@ import textwrap
 import threading
 
 from . import _bridge, _pycompat, scope
-from .errors import TclError, UsageError
+from .errors import TclError, UsageError, wrong_args
 
 
 def _main_namespace():
     return sys.modules["__main__"].__dict__
 
 
-def _wrong_args(usage):
-    return UsageError("WRONG_ARGS", f'wrong # args: should be "{usage}"')
-
-
 def py_import(*args):
     """py import module: import it and bind its top-level name in __main__."""
     if len(args) != 1:
-        raise _wrong_args("py import module")
+        raise wrong_args("py import module")
     name = args[0]
     importlib.import_module(name)
     top = name.partition(".")[0]
@@ -42,7 +38,7 @@ def py_interact(*args):
     """py interact: Python's own prompt, reading stdin, in __main__ (where
     py eval and py exec run), until end of file; then back to Tcl."""
     if args:
-        raise _wrong_args("py interact")
+        raise wrong_args("py interact")
     console = code.InteractiveConsole(_main_namespace(), filename="<py interact>")
     console.interact(banner=f"Python {sys.version.split()[0]} in __main__;"
                             f" end of file (Ctrl-D) returns to Tcl", exitmsg="")
@@ -110,8 +106,7 @@ def dedent_block(text):
 
 
 NONE_WORD = "::py::None"
-CALL_USAGE = ("py call ?-kwlist list? ?-nonevalue word? ?-types list? ?-kwtypes dict?"
-              " callable ?arg ...?")
+CALL_USAGE = _bridge.PY_CALL_USAGE      # as the C command gives it
 TYPE_WORDS = ("str", "int", "float", "bool", "name", "list", "dict")
 
 
@@ -129,11 +124,11 @@ def call_with_options(*words):
                              f'bad option "{words[i]}": must be -kwlist, -nonevalue,'
                              f' -types or -kwtypes', words[i])
         if i + 2 >= len(words):             # the value, and then the callable
-            raise _wrong_args(CALL_USAGE)
+            raise wrong_args(CALL_USAGE)
         options[words[i]] = words[i + 1]
         i += 2
     if i == len(words):
-        raise _wrong_args(CALL_USAGE)
+        raise wrong_args(CALL_USAGE)
     target, args = words[i], words[i + 1:]
     interp = tcl.interp
     none_word = _text_option(options, "-nonevalue")
