@@ -48,3 +48,22 @@ def test_the_parser_gets_the_script_last_and_its_text(interp):
 def test_a_script_command_is_a_planned_one(interp):
     with pytest.raises(ValueError, match="^a script command is a planned one$"):
         interp.create_command("::bad", lambda *words: None, script=True)
+
+
+def test_a_plan_of_another_shape_is_refused(interp):
+    """The bridge reads a Plan as a tuple: any other shape a planner returns
+    is its bug, named as such; a Plan runs."""
+    from tclamp.arguments import Plan
+    plans = {"list": [(), "x", False], "two": ((), "x"), "five": ((), "x", False, None, 0),
+             "steps": ("no steps", "x", False), "plan": Plan((), "x", True),
+             "program": Plan(((bool, ()),), "y", True, None)}
+    seen = {}
+    for name, plan in plans.items():
+        interp.create_command(f"::{name}", lambda *words, plan=plan: plan, planned=True)
+        try:
+            seen[name] = interp.eval(name)
+        except TypeError as error:      # the planner's own error, back in its host
+            seen[name] = f"TypeError: {error}"
+    wrong = "TypeError: a command plan is a Plan: (steps, result, words_only[, program bytes])"
+    assert seen == {"list": wrong, "two": wrong, "five": wrong, "steps": wrong,
+                    "plan": "x", "program": "y"}

@@ -72,7 +72,8 @@ if _pycompat.runs_without_gil():
 
 _bridge = _load_bridge()
 
-from .bridge import SHUTDOWN_STEPS, tcl  # noqa: E402
+from .current import tcl  # noqa: E402
+from .shutdown import SHUTDOWN_STEPS  # noqa: E402
 from .errors import TclError, UsageError, describe_error  # noqa: E402
 
 __version__ = _bridge.VERSION      # compiled in from src/tclamp/VERSION

@@ -1640,16 +1640,18 @@ script_end(PyObject *script)
 /*
  * A "function" command calls its callable with the converted arguments and
  * converts the value back.  A "planned" command calls its callable (a
- * parser) with the arguments and gets a plan back:
+ * parser) with the arguments and gets a plan back, a tuple
+ * (tclamp.arguments.Plan):
  *
- *     (steps, result, cacheable[, program])
- *     steps:   tuple of (callable, args-tuple), called in order
- *     result:  None (convert the last step's value), a dict (map that value),
- *              or a constant
- *     program: None, or the same steps as calls of ATen's autocast
- *              functions (bytes; see aten.py and run_program)
+ *     (steps, result, words_only[, program])
+ *     steps:      tuple of (callable, args-tuple), called in order
+ *     result:     None (convert the last step's value), a dict (map that
+ *                 value), or a constant
+ *     words_only: true when the plan depends on the command's words alone
+ *     program:    None, or the same steps as calls of ATen's autocast
+ *                 functions (bytes; see aten.py and aten_programs.c)
  *
- * A cacheable plan depends on the argument strings alone (never on state
+ * A words_only plan depends on the argument strings alone (never on state
  * read while planning: whatever depends on state is a step, run on every
  * call), so it is kept in a small per-command memo keyed by them: a
  * repeated call runs the steps straight from C without creating a single
@@ -1661,6 +1663,11 @@ script_end(PyObject *script)
  * steps take the Script as their first argument when they run.  So the
  * body's options are parsed once, and the memo is keyed by them.
  */
+/* Whether commands remember plans, for the whole process: always, but
+   for a test or a diagnosis that turns it off (_bridge.memo) to see that
+   remembering changes nothing.  Read before the GIL is taken. */
+static atomic_int memo_on = 1;
+
 int
 memo_matches(const Memo *m, int objc, Tcl_Obj *const objv[])
 {
@@ -1692,7 +1699,7 @@ memo_clear(Memo *m)
 }
 
 static int
-check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
+check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *words_only,
            PyObject **program)
 {
     Py_ssize_t n = PyTuple_Check(plan) ? PyTuple_GET_SIZE(plan) : 0;
@@ -1702,7 +1709,8 @@ check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
                                         || PyBytes_GET_SIZE(*program) % 3 != 0
                                         || PyBytes_GET_SIZE(*program) == 0))) {
         PyErr_SetString(PyExc_TypeError,
-                        "a command plan is (steps, result, cacheable[, program bytes])");
+                        "a command plan is a Plan: (steps, result, words_only"
+                        "[, program bytes])");
         return -1;
     }
     if (*program == Py_None)
@@ -1722,8 +1730,8 @@ check_plan(PyObject *plan, PyObject **steps, PyObject **result, int *cacheable,
         }
     }
     *result = PyTuple_GET_ITEM(plan, 1);
-    *cacheable = PyObject_IsTrue(PyTuple_GET_ITEM(plan, 2));
-    return *cacheable < 0 ? -1 : 0;
+    *words_only = PyObject_IsTrue(PyTuple_GET_ITEM(plan, 2));
+    return *words_only < 0 ? -1 : 0;
 }
 
 static void
@@ -1873,7 +1881,8 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
        without its script; a script command given no word at all has no
        memo (its parser reports that). */
     int keyc = cmd->script && objc >= 2 ? objc - 1 : objc;
-    int memo_usable = cmd->planned && (!cmd->script || objc >= 2);
+    int memo_usable = cmd->planned && (!cmd->script || objc >= 2)
+        && atomic_load_explicit(&memo_on, memory_order_relaxed);
     if (memo_usable && python_usable() && aten_run_remembered(interp, cmd->memo, keyc, objv))
         return TCL_OK;
     if (command_begin(&e, cmd->owner, &cmd->life, interp) < 0)
@@ -1906,15 +1915,15 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         rc = command_result(cmd->owner, interp, value);
     } else {
         PyObject *steps, *result, *program;
-        int cacheable;
+        int words_only;
         Tcl_Obj *constant = NULL;
-        if (check_plan(value, &steps, &result, &cacheable, &program) < 0
+        if (check_plan(value, &steps, &result, &words_only, &program) < 0
                 || (result != Py_None && !PyDict_Check(result)
                     && (constant = result_to_tcl(cmd->owner, result)) == NULL)) {
             rc = report_python_error(cmd->owner, interp);
         } else {
             if (constant) Tcl_IncrRefCount(constant);
-            if (cacheable && !any_handle && memo_usable)
+            if (words_only && !any_handle && memo_usable)
                 memo_store(cmd, keyc, objv, steps, result, constant, program);
             rc = run_steps(cmd, interp, steps, result, constant, script);
             if (constant) Tcl_DecrRefCount(constant);
@@ -1970,6 +1979,12 @@ python_command_deleted(ClientData cd)
 static const char *const run_modes[] = {"eval", "exec"};
 static const char *const run_filenames[] = {"<py eval>", "<py exec>"};
 static const char *const run_usages[] = {"py eval expression", "py exec code"};
+#define PY_CALL_USAGE "py call ?-kwlist list? ?-nonevalue word? ?-types list? " \
+    "?-kwtypes dict? callable ?arg ...?"
+/* Tcl's own words for a wrong count.  The module exports both texts
+   (WRONG_ARGS, PY_CALL_USAGE): the py commands written in Python give the
+   same errors through errors.wrong_args. */
+#define WRONG_ARGS "wrong # args: should be \"%s\""
 #define CACHE_MAX_CHARS 16384   /* longer scripts and sources are not kept in the dicts */
 
 static PyObject *main_name;     /* "__main__", interned (set up by the module's init) */
@@ -1980,7 +1995,7 @@ static PyObject *compile_function;  /* builtins.compile */
 static int
 wrong_args(Tcl_Interp *interp, const char *usage)
 {
-    Tcl_SetObjResult(interp, Tcl_ObjPrintf("wrong # args: should be \"%s\"", usage));
+    Tcl_SetObjResult(interp, Tcl_ObjPrintf(WRONG_ARGS, usage));
     Tcl_SetErrorCode(interp, "TCLAMP", "WRONG_ARGS", NULL);
     return TCL_ERROR;
 }
@@ -2313,8 +2328,7 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
 {
     Command *cmd = cd;
     if (objc < 2)
-        return wrong_args(interp, "py call ?-kwlist list? ?-nonevalue word? ?-types list? "
-                          "?-kwtypes dict? callable ?arg ...?");
+        return wrong_args(interp, PY_CALL_USAGE);
     Entry e;
     if (command_begin(&e, cmd->owner, &cmd->life, interp) < 0)
         return TCL_ERROR;
@@ -2680,16 +2694,26 @@ scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]
     return code;
 }
 
+/* The interpreter, for a method that takes a str and may run here; NULL
+   with the error otherwise. */
+static InterpState *
+usable_given_str(InterpObject *self, PyObject *arg)
+{
+    if (check_usable(self->state) < 0)
+        return NULL;
+    if (!PyUnicode_Check(arg))
+        return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(arg)->tp_name);
+    return self->state;
+}
+
 /* py keep: the handle outlives the innermost running scope that began
    before it was made, and belongs to the enclosing one. */
 static PyObject *
 Interp_keep_in_scope(InterpObject *self, PyObject *name)
 {
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
+    InterpState *s = usable_given_str(self, name);
+    if (s == NULL)
         return NULL;
-    if (!PyUnicode_Check(name))
-        return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(name)->tp_name);
     unsigned long number = handle_number(s, name);
     for (ScopeFrame *f = number ? s->scopes : NULL; f != NULL; f = f->outer) {
         if (number > f->mark) {
@@ -2714,7 +2738,9 @@ release_kept_value(PyObject *capsule)
 /* The Tcl value of `text`, with a reference for the caller.  The values of
    recent texts are kept in `*cache` (on the interpreter's thread, which
    alone frees them), with what Tcl made of them: a script's bytecode, the
-   command a name means. */
+   command a name means.  Without them (measured for issue 30, compare.py)
+   Interp.eval("set x") went from 0.43x _tkinter's time to 2.3x, and
+   Interp.call(proc, "a", 1) from 0.89x to 1.07x: both past their targets. */
 static Tcl_Obj *
 kept_value(PyObject **cache, PyObject *text)
 {
@@ -2747,17 +2773,42 @@ kept_value(PyObject **cache, PyObject *text)
     return obj;
 }
 
+/* Interp.eval's and Interp.call's first checks: their result= keyword
+   (after the positional arguments), and an interpreter this thread may use. */
+static InterpState *
+usable_wanting(InterpObject *self, const char *method, PyObject *const *keywords,
+               PyObject *kwnames, int *want)
+{
+    if (parse_result_keyword(method, keywords, kwnames, want) < 0 || check_usable(self->state) < 0)
+        return NULL;
+    return self->state;
+}
+
+/* Runs Tcl at global level for Python: the script *objv (objc 0) or a
+   command's words; its result as `want` asks, or its error raised. */
+static inline PyObject *
+run_global(InterpState *s, int objc, Tcl_Obj *const objv[], int want)
+{
+    Tcl_Interp *interp = s->interp;
+    int code;
+    Tcl_Preserve(interp);
+    RUN_TCL(s, code = objc == 0 ? Tcl_EvalObjEx(interp, objv[0], TCL_EVAL_GLOBAL)
+                                : Tcl_EvalObjv(interp, objc, objv, TCL_EVAL_GLOBAL));
+    PyObject *result = eval_result(interp, code, want);
+    Tcl_Release(interp);
+    tcl_done(s);
+    return result;
+}
+
 static PyObject *
 Interp_eval(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    InterpState *s = self->state;
     int want;
     if (nargs != 1)
         return PyErr_Format(PyExc_TypeError, "eval() takes 1 positional argument (%zd given)",
                             nargs);
-    if (parse_result_keyword("eval", args + nargs, kwnames, &want) < 0)
-        return NULL;
-    if (check_usable(s) < 0)
+    InterpState *s = usable_wanting(self, "eval", args + nargs, kwnames, &want);
+    if (s == NULL)
         return NULL;
     PyObject *script = args[0];
     if (!PyUnicode_Check(script))
@@ -2767,26 +2818,17 @@ Interp_eval(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     Tcl_Obj *obj = kept_value(&s->scripts, script);
     if (obj == NULL)
         return NULL;
-    int code;
-    PyObject *result;
-    Tcl_Interp *interp = s->interp;
-    Tcl_Preserve(interp);
-    RUN_TCL(s, code = Tcl_EvalObjEx(interp, obj, TCL_EVAL_GLOBAL));
+    PyObject *result = run_global(s, 0, &obj, want);
     Tcl_DecrRefCount(obj);
-    result = eval_result(interp, code, want);
-    Tcl_Release(interp);
-    tcl_done(s);
     return result;
 }
 
 static PyObject *
 Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    InterpState *s = self->state;
     int want;
-    if (parse_result_keyword("call", args + nargs, kwnames, &want) < 0)
-        return NULL;
-    if (check_usable(s) < 0)
+    InterpState *s = usable_wanting(self, "call", args + nargs, kwnames, &want);
+    if (s == NULL)
         return NULL;
     Py_ssize_t n = nargs;
     if (n == 0)
@@ -2811,17 +2853,10 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
         Tcl_IncrRefCount(objv[made]);
     }
     PyObject *result = NULL;
-    if (made == n) {
-        Tcl_Interp *interp = s->interp;
-        int code;
-        Tcl_Preserve(interp);
-        RUN_TCL(s, code = Tcl_EvalObjv(interp, (int)n, objv, TCL_EVAL_GLOBAL));
-        result = eval_result(interp, code, want);
-        Tcl_Release(interp);
-        tcl_done(s);
-    } else if (handles_made != mark) {
+    if (made == n)
+        result = run_global(s, (int)n, objv, want);
+    else if (handles_made != mark)
         delete_handles_since(s, mark);
-    }
     while (made-- > 0)
         Tcl_DecrRefCount(objv[made]);
     if (objv != stack)
@@ -3006,11 +3041,9 @@ Interp_release(InterpObject *self, PyObject *obj)
 static PyObject *
 Interp_argument(InterpObject *self, PyObject *word)
 {
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
+    InterpState *s = usable_given_str(self, word);
+    if (s == NULL)
         return NULL;
-    if (!PyUnicode_Check(word))
-        return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(word)->tp_name);
     Tcl_Obj *obj = tcl_from_str(word);
     if (obj == NULL)
         return NULL;
@@ -3400,6 +3433,21 @@ bridge_current(PyObject *module, PyObject *unused)
     return here.current ? state_object(here.current) : Py_NewRef(Py_None);
 }
 
+/* memo(enabled), memo() -> bool: whether commands remember their plans
+   (python_command).  A test and diagnostic switch: off, every call parses
+   its words and runs its plan's steps, and no program runs; kept plans
+   stay, unused, until it is on again. */
+static PyObject *
+bridge_memo(PyObject *module, PyObject *args)
+{
+    int enabled = -1;
+    if (!PyArg_ParseTuple(args, "|p:memo", &enabled))
+        return NULL;
+    if (enabled >= 0)
+        atomic_store(&memo_on, enabled);
+    return PyBool_FromLong(atomic_load(&memo_on));
+}
+
 /* tohil, loaded into a Tcl interpreter of this thread, runs Python without
    taking the GIL: from now on this thread keeps the GIL, with its own
    thread state, whenever it is in Tcl, as tohil itself does (so other
@@ -3417,6 +3465,8 @@ static PyMethodDef bridge_methods[] = {
     {"use_aten", bridge_use_aten, METH_VARARGS,
      "use_aten(functions, dtype_names), use_aten(None), use_aten() -> bool: whether plans' "
      "programs run (see aten.py)"},
+    {"memo", bridge_memo, METH_VARARGS,
+     "memo(enabled), memo() -> bool: whether commands remember their plans (a test switch)"},
     {"keep_gil", bridge_keep_gil, METH_NOARGS,
      "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
     {"current", bridge_current, METH_NOARGS,
@@ -3473,6 +3523,8 @@ BRIDGE_INIT(void)
             || PyModule_AddObjectRef(m, "Script", (PyObject *)&ScriptType) < 0
             || PyModule_AddStringConstant(m, "VERSION", TCLAMP_VERSION) < 0
             || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0
+            || PyModule_AddStringConstant(m, "WRONG_ARGS", WRONG_ARGS) < 0
+            || PyModule_AddStringConstant(m, "PY_CALL_USAGE", PY_CALL_USAGE) < 0
             || PyModule_AddStringConstant(m, "BUILT_WITHOUT", built_without + (*built_without == ' ')) < 0) {
         Py_DECREF(m);
         return NULL;

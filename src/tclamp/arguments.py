@@ -17,11 +17,26 @@ one word is at fault.
 """
 import inspect
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .bridge import tcl_boolean  # noqa: F401  (the converters' boolean: Tcl's own)
 from .errors import UsageError
 
 REQUIRED = object()
+
+
+class Plan(NamedTuple):
+    """What a command's planner returns: the bridge runs it (_bridge.c,
+    python_command).  A tuple, so the bridge reads it as one."""
+    steps: tuple                  # (callable, args) pairs, called in order
+    result: object                # None: the last step's value; a dict: that value
+                                  # mapped; anything else: the result itself
+    words_only: bool              # the plan depends on the command's words alone
+                                  # (state is read by steps), so the bridge may
+                                  # remember it and run it again for the same words
+    program: bytes = None         # the steps as ATen calls (aten.py), or None
+
+
 MISSING_VALUE = "Missing value for parameter"
 MIXED = ('Named argument {} after positional ones: give every argument as a -name value'
          ' pair, or every one positionally')
@@ -232,8 +247,8 @@ def positive_int(word):
 @dataclass(frozen=True)
 class Command:
     """One torch:: command: `plan(**values)` turns parsed values into the
-    bridge's plan (steps, result, cacheable); see _bridge.c.  A command
-    whose signature ends in a script is registered as a script command."""
+    bridge's Plan; see _bridge.c.  A command whose signature ends in a
+    script is registered as a script command."""
     name: str                     # snake_case, under ::torch
     camel: str                    # its camelCase alias
     signature: Signature

@@ -21,6 +21,8 @@ import os
 import torch
 
 from . import _bridge
+from .arguments import Plan
+from .autocast import DTYPE_NAMES, DTYPES
 
 # ctypes for the codes of aten_ops.h's table.
 CTYPES = {"": None, "b": ctypes.c_int8, "?": ctypes.c_bool}
@@ -58,7 +60,7 @@ def read_dtype_codes(get_dtype):
     codes = {}
     saved = torch.get_autocast_dtype("cpu")
     try:
-        for dtype in {v for v in vars(torch).values() if isinstance(v, torch.dtype)}:
+        for dtype in DTYPE_NAMES:
             try:
                 torch.set_autocast_dtype("cpu", dtype)
             except (RuntimeError, TypeError):
@@ -103,8 +105,8 @@ def start():
     if functions is None:
         return None, None
     codes = read_dtype_codes(functions[4])
-    names = {code: str(dtype).removeprefix("torch.") for dtype, code in codes.items()}
-    if not {torch.float16, torch.bfloat16, torch.float32} <= codes.keys() \
+    names = {code: DTYPE_NAMES[dtype] for dtype, code in codes.items()}
+    if not set(DTYPES.values()) <= codes.keys() \
             or len(names) != len(codes) or not 0 <= min(names) <= max(names) < 64 \
             or not agrees(functions, codes):
         return None, None
@@ -148,6 +150,7 @@ def with_programs(parser):
     """The parser, with each remembered plan's program added (a plan that
     is not remembered runs once: its steps serve)."""
     def plan(*args):
-        steps, result, cacheable = parser(*args)
-        return steps, result, cacheable, program(steps) if cacheable else None
+        made = parser(*args)
+        steps, result, words_only = made[:3]    # a Plan, or a tuple in its order
+        return Plan(steps, result, True, program(steps)) if words_only else made
     return plan

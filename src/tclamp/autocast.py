@@ -5,13 +5,15 @@ Each command is a declaration; commands.py registers them all in one loop.
 import torch
 
 from . import _bridge
-from .arguments import BodySignature, Command, Param, Signature, tcl_boolean
+from .arguments import BodySignature, Command, Param, Plan, Signature, tcl_boolean
 
 DEVICES = ("cuda", "cpu")     # the seed's, and the ones autocast_status lists
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
-# Every dtype torch has, by name, so a dtype set from Python still reads well.
+# The one dtype-name rule (aten.py and module_rules.py use these too): every
+# dtype torch has is named as torch prints it, without "torch.", so a dtype
+# set from Python still reads well; the commands take these three.
 DTYPE_NAMES = {value: str(value).removeprefix("torch.")
                for value in vars(torch).values() if isinstance(value, torch.dtype)}
+DTYPES = {DTYPE_NAMES[dtype]: dtype for dtype in (torch.float16, torch.bfloat16, torch.float32)}
 
 INVALID_PARAMETERS = ("Invalid parameters. Device type: cuda or cpu. "
                       "Dtype: float16, bfloat16, or float32")
@@ -57,27 +59,27 @@ def plan_enable(device_type, dtype):
     steps = ((torch.set_autocast_enabled, (device_type, True)),)
     if dtype is not None:
         steps = set_dtype_steps(device_type, dtype) + steps
-    return steps, "autocast enabled", True
+    return Plan(steps, "autocast enabled", True)
 
 
 def plan_disable(device_type):
-    return ((torch.set_autocast_enabled, (device_type, False)),), "autocast disabled", True
+    return Plan(((torch.set_autocast_enabled, (device_type, False)),), "autocast disabled", True)
 
 
 def plan_is_enabled(device_type):
-    return ((torch.is_autocast_enabled, (device_type,)),), None, True
+    return Plan(((torch.is_autocast_enabled, (device_type,)),), None, True)
 
 
 def plan_set_dtype(dtype, device_type):
-    return set_dtype_steps(device_type, dtype), "autocast dtype set", True
+    return Plan(set_dtype_steps(device_type, dtype), "autocast dtype set", True)
 
 
 def plan_get_dtype(device_type):
-    return ((torch.get_autocast_dtype, (device_type,)),), DTYPE_NAMES, True
+    return Plan(((torch.get_autocast_dtype, (device_type,)),), DTYPE_NAMES, True)
 
 
 def plan_clear_cache():
-    return ((torch.clear_autocast_cache, ()),), "autocast cache cleared", True
+    return Plan(((torch.clear_autocast_cache, ()),), "autocast cache cleared", True)
 
 
 def device_status(device_type):
@@ -93,7 +95,7 @@ def status(device_type):
 
 
 def plan_status(device_type):
-    return ((status, (device_type,)),), None, False
+    return Plan(((status, (device_type,)),), None, False)
 
 
 # --- the scoped block: torch::autocast ?options? body -----------------------
@@ -130,7 +132,7 @@ def run_block(body, device_type, dtype, enabled, cache_enabled):
 
 def plan_block(device_type, dtype, enabled, cache_enabled):
     """The body is the command's Script, which the bridge gives run_block."""
-    return ((run_block, (device_type, dtype, enabled, cache_enabled)),), None, True
+    return Plan(((run_block, (device_type, dtype, enabled, cache_enabled)),), None, True)
 
 
 COMMANDS = (

@@ -127,7 +127,7 @@ extern int python_started_here;         /* Tcl host: we initialized Python */
 extern int tcl_finalizing;              /* Tcl's exit handlers are running */
 extern int tcl_ready;                   /* this copy's Tcl stubs are initialized */
 
-/* bridge.SHUTDOWN_STEPS (set through configure), in this order: */
+/* shutdown.SHUTDOWN_STEPS (set through configure), in this order: */
 enum { STEP_RUN_ATEXIT, STEP_OTHER_THREADS, STEP_THREAD_ENDED, STEP_FLUSH_FILES, STEP_COUNT };
 extern PyObject *shutdown_steps;
 

@@ -1,36 +1,31 @@
-"""The Python side of the bridge: the `py` ensemble and `tclamp.tcl`.
+"""The Python half of the `py` ensemble (call, eval and exec are the C
+bridge's; import, interact and the names they cannot resolve are here).
 
 Arguments arrive as str, or as the object itself when the argument names a
 live object handle (the C bridge looks those up).
 """
 import builtins
 import code
-import gc
 import importlib
 import importlib.util
-import io
 import os
 import re
 import sys
 import textwrap
-import threading
 
-from . import _bridge, _pycompat, scope
-from .errors import TclError, UsageError
+from . import _bridge, scope
+from .current import tcl
+from .errors import TclError, UsageError, wrong_args
 
 
 def _main_namespace():
     return sys.modules["__main__"].__dict__
 
 
-def _wrong_args(usage):
-    return UsageError("WRONG_ARGS", f'wrong # args: should be "{usage}"')
-
-
 def py_import(*args):
     """py import module: import it and bind its top-level name in __main__."""
     if len(args) != 1:
-        raise _wrong_args("py import module")
+        raise wrong_args("py import module")
     name = args[0]
     importlib.import_module(name)
     top = name.partition(".")[0]
@@ -42,7 +37,7 @@ def py_interact(*args):
     """py interact: Python's own prompt, reading stdin, in __main__ (where
     py eval and py exec run), until end of file; then back to Tcl."""
     if args:
-        raise _wrong_args("py interact")
+        raise wrong_args("py interact")
     console = code.InteractiveConsole(_main_namespace(), filename="<py interact>")
     console.interact(banner=f"Python {sys.version.split()[0]} in __main__;"
                             f" end of file (Ctrl-D) returns to Tcl", exitmsg="")
@@ -110,8 +105,7 @@ def dedent_block(text):
 
 
 NONE_WORD = "::py::None"
-CALL_USAGE = ("py call ?-kwlist list? ?-nonevalue word? ?-types list? ?-kwtypes dict?"
-              " callable ?arg ...?")
+CALL_USAGE = _bridge.PY_CALL_USAGE      # as the C command gives it
 TYPE_WORDS = ("str", "int", "float", "bool", "name", "list", "dict")
 
 
@@ -129,11 +123,11 @@ def call_with_options(*words):
                              f'bad option "{words[i]}": must be -kwlist, -nonevalue,'
                              f' -types or -kwtypes', words[i])
         if i + 2 >= len(words):             # the value, and then the callable
-            raise _wrong_args(CALL_USAGE)
+            raise wrong_args(CALL_USAGE)
         options[words[i]] = words[i + 1]
         i += 2
     if i == len(words):
-        raise _wrong_args(CALL_USAGE)
+        raise wrong_args(CALL_USAGE)
     target, args = words[i], words[i + 1:]
     interp = tcl.interp
     none_word = _text_option(options, "-nonevalue")
@@ -280,7 +274,7 @@ def tcl_boolean(word):
 def before_load(command, operation):
     """Tcl's `load` is about to run `command` (an execution trace): tohil's
     library, which calls Python without taking the GIL, gets a thread that
-    keeps it (see keep_gil in _bridge.c).  add_py_ensemble does the same
+    keeps it (see keep_gil in _bridge.c and tohil's mode in bridge.h).  add_py_ensemble does the same
     where tohil came first."""
     if re.search("tohil", command, re.IGNORECASE):
         _bridge.keep_gil()
@@ -302,84 +296,3 @@ def add_py_ensemble(interp):
     # ::py::release is the bridge's own (it deletes the handle's command).
     interp.eval("namespace eval ::py {namespace ensemble create"
                 " -subcommands {call eval exec import interact keep release scope}}")
-
-
-_thread_interp = threading.local()
-
-
-class CurrentTcl:
-    """tclamp.tcl: the Tcl interpreter whose command is running this Python
-    code, or else this thread's own in-process interpreter (made on first
-    use)."""
-
-    @property
-    def interp(self):
-        interp = _bridge.current()
-        if interp is None:
-            interp = getattr(_thread_interp, "interp", None)
-            if interp is None or not interp.alive:
-                interp = _thread_interp.interp = _bridge.Interp()
-        return interp
-
-    def eval(self, script, *, result=str):
-        """Evaluate a Tcl script at global level; returns the result as str,
-        or as `result` asks (int, float, list, object: see docs/py.md)."""
-        return self.interp.eval(script, result=result)
-
-    def call(self, command, *args, result=str):
-        """Call a Tcl command; args go over as Tcl values (str, numbers,
-        lists, dicts; other objects as handles).  The result as eval's."""
-        return self.interp.call(command, *args, result=result)
-
-
-tcl = CurrentTcl()
-
-
-# --- the end of the process, as the C bridge runs it (see close_python) ----
-
-def run_atexit():
-    """Python's atexit handlers, as its own end runs them (once)."""
-    _pycompat.run_exitfuncs()
-
-
-def flush_files():
-    """Every open file's buffered data is written out."""
-    for obj in gc.get_objects():
-        # By type alone: isinstance would ask proxies and lazy modules.
-        if issubclass(type(obj), BUFFERED_FILES):
-            try:
-                if not obj.closed:
-                    obj.flush()
-            except Exception:  # a broken stream must not stop the rest
-                pass
-
-
-BUFFERED_FILES = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom)
-
-
-def other_threads_running():
-    """Whether finalizing would wait for a thread of Python's: exit must
-    not.  From another thread, finalizing also waits for Python's main
-    thread: the Tcl thread that started Python, which may be alive."""
-    current = threading.current_thread()
-    return any(t is not current and not t.daemon and t.is_alive()
-               for t in threading.enumerate())
-
-
-def thread_ended():
-    """This thread is ending while Python keeps its state (thread::exit with
-    Python frames live, or the thread that started Python): tell threading,
-    so that joins and the process's end do not wait for it."""
-    _pycompat.end_thread(threading.current_thread(), join_other_threads)
-
-
-def join_other_threads():
-    """threading's end from Python 3.13 on, once a thread has ended under
-    thread::exit: wait for the non-daemon threads that still run."""
-    me = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not me and not thread.daemon:
-            thread.join()
-
-
-SHUTDOWN_STEPS = (run_atexit, other_threads_running, thread_ended, flush_files)

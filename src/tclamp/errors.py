@@ -5,7 +5,7 @@ import sys
 import traceback
 import types
 
-from . import PACKAGE_DIR
+from . import PACKAGE_DIR, _bridge
 
 
 class TclError(Exception):
@@ -36,6 +36,13 @@ class UsageError(Exception):
         self.kind = kind
         self.message = message
         self.details = details
+
+
+def wrong_args(usage):
+    """A py command given the wrong number of words, in the words of the
+    bridge's C commands (WRONG_ARGS: a printf format whose one %s Python's
+    % fills alike)."""
+    return UsageError("WRONG_ARGS", _bridge.WRONG_ARGS % usage)
 
 
 def user_frames(tb):

@@ -5,7 +5,7 @@ import sys
 import torch
 
 from . import __version__, _bridge
-from .arguments import Command, Signature
+from .arguments import Command, Plan, Signature
 
 
 def info():
@@ -22,7 +22,7 @@ def info():
 
 
 def plan_info():
-    return ((info, ()),), None, False
+    return Plan(((info, ()),), None, False)
 
 
 COMMAND = Command("info", "info", Signature((), "Usage: tclamp::info"), plan_info)

@@ -314,7 +314,7 @@ ThreadGuard_ready(void)
 /* ------------------------------------------------------------------ */
 /* Closing Python, from whichever thread ends the process               */
 
-/* Calls shutdown step `i` (see bridge.py SHUTDOWN_STEPS); its truth value,
+/* Calls shutdown step `i` (see shutdown.py SHUTDOWN_STEPS); its truth value,
    or 0 when Python code can no longer run. */
 int
 shutdown_step(int i)

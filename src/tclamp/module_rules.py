@@ -11,13 +11,12 @@ module's call, so neither the model's code nor the module is touched.
 import torch
 
 from . import module_calls
-from .arguments import Command, Param, Signature
-from .autocast import DEVICES, DTYPE_NAMES, INVALID_DEVICE
+from .arguments import Command, Param, Plan, Signature
+from .autocast import DEVICES, DTYPE_NAMES, DTYPES, INVALID_DEVICE
 from .errors import UsageError
 from .scaler import handle_of
 
-RULE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16,
-               "float32": torch.float32, "none": None}
+RULE_DTYPES = {**DTYPES, "none": None}
 INVALID_RULE_DTYPE = "Invalid dtype. Use float16, bfloat16, float32, or none"
 MODULE = Param("module", ("-module",), convert=handle_of("module", torch.nn.Module))
 DEVICE = Param("device_type", ("-device_type", "-device"), default="cuda", choices=DEVICES,
@@ -41,11 +40,11 @@ def rule_list(device_type):
 
 
 def plan_set(module, dtype, device_type):
-    return ((set_rule, (module, dtype, device_type)),), None, False
+    return Plan(((set_rule, (module, dtype, device_type)),), None, False)
 
 
 def plan_list(device_type):
-    return ((rule_list, (device_type,)),), None, False
+    return Plan(((rule_list, (device_type,)),), None, False)
 
 
 COMMANDS = (

@@ -2,7 +2,7 @@
 torch >= 2.9's per-backend settings (torch.backends...fp32_precision)."""
 import torch
 
-from .arguments import Command, Param, Signature
+from .arguments import Command, Param, Plan, Signature
 from .errors import UsageError
 
 PRECISIONS = ("highest", "high", "medium")
@@ -10,12 +10,12 @@ INVALID_PRECISION = "Invalid precision. Use highest, high, or medium"
 
 
 def plan_set(precision):
-    return (((torch.set_float32_matmul_precision, (precision,)),),
-            "float32 matmul precision set", True)
+    return Plan(((torch.set_float32_matmul_precision, (precision,)),),
+                "float32 matmul precision set", True)
 
 
 def plan_get():
-    return ((torch.get_float32_matmul_precision, ()),), None, True
+    return Plan(((torch.get_float32_matmul_precision, ()),), None, True)
 
 
 # --- fp32_precision, per backend ----------------------------------------------
@@ -70,12 +70,12 @@ def torch_fp32_precision(name, command):
 
 def plan_set_fp32(precision, backend):
     setter = torch_fp32_precision("_set_fp32_precision_setter", "set_fp32_precision")
-    return (((setter, (*BACKENDS[backend][0], precision)),), "fp32 precision set", True)
+    return Plan(((setter, (*BACKENDS[backend][0], precision)),), "fp32 precision set", True)
 
 
 def plan_get_fp32(backend):
     getter = torch_fp32_precision("_get_fp32_precision_getter", "get_fp32_precision")
-    return ((getter, BACKENDS[backend][0]),), None, True
+    return Plan(((getter, BACKENDS[backend][0]),), None, True)
 
 
 COMMANDS = (

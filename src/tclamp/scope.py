@@ -7,13 +7,13 @@ result, those renamed, and those passed to `py keep`, which then belong to
 the enclosing scope, if any.
 """
 from . import _bridge
-from .errors import UsageError
+from .errors import UsageError, wrong_args
 
 
 def py_keep(*args):
     """py keep handle: the handle outlives the scope that made it."""
     if len(args) != 1:
-        raise UsageError("WRONG_ARGS", 'wrong # args: should be "py keep handle"')
+        raise wrong_args("py keep handle")
     obj = args[0]
     if isinstance(obj, str):            # live handle names arrive as their objects
         raise UsageError("HANDLE", f'not a py object handle: "{obj}"')

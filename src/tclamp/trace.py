@@ -13,7 +13,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _bridge, module_calls
-from .arguments import BodySignature, Command, Param, Signature
+from .arguments import BodySignature, Command, Param, Plan, Signature
 from .autocast import DEVICES, DTYPE_NAMES, INVALID_DEVICE
 from .errors import UsageError
 
@@ -202,7 +202,7 @@ def tracer_failed(error):
 
 def plan_trace(device_type, as_table):
     """The script is the command's Script, which the bridge gives run_trace."""
-    return ((run_trace, (device_type, as_table)),), None, True
+    return Plan(((run_trace, (device_type, as_table)),), None, True)
 
 
 COMMANDS = (
