@@ -22,7 +22,7 @@ from conftest import ROOT, needs_setup
 SAME_RESULTS = [
     "tests/test_text_conversion.py", "tests/test_list_conversion.py",
     "tests/test_speed_semantics.py", "tests/test_handles_and_values.py",
-    "tests/test_aten_path.py", "tests/test_torch_api.py",
+    "tests/test_aten_path.py", "tests/test_torch_api.py", "tests/test_memo_switch.py",
     "tests/autocast.test", "tests/plans.test", "tests/scaler.test",
 ]
 # What each switch leaves out, by a function only that layer has.

@@ -36,9 +36,6 @@
 /* Set once by tclamp/__init__.py through configure(). */
 static PyObject *TclErrorType;  /* tclamp.TclError(result, errorcode, errorinfo, code) */
 static PyObject *describe_error;/* exc -> (message, errorcode, errorInfo tail|None) */
-PyObject *shutdown_steps;
-
-_Thread_local ThreadBridge here;
 
 /* ------------------------------------------------------------------ */
 /* Entering Python from Tcl                                             */
@@ -219,7 +216,6 @@ record_deleted(Lifetime *life)
 
 static PyTypeObject InterpType;
 static PyTypeObject OutcomeType;
-InterpState *all_states;
 
 static InterpState *
 state_new(Tcl_Interp *interp, int python_owned)
@@ -337,19 +333,6 @@ request_delete(InterpState *s)
     Tcl_DeleteInterp(s->interp);
 }
 
-/* The first idle interpreter of this thread that `wanted` picks, or NULL.
-   (Deleting one changes the list: callers ask again after each.) */
-InterpState *
-idle_here(int (*wanted)(const InterpState *s))
-{
-    Tcl_ThreadId me = Tcl_GetCurrentThread();
-    for (InterpState *s = all_states; s != NULL; s = s->next) {
-        if (s->interp != NULL && s->thread == me && !Tcl_InterpActive(s->interp) && wanted(s))
-            return s;
-    }
-    return NULL;
-}
-
 static int
 is_left_to_us(const InterpState *s)
 {
@@ -388,8 +371,8 @@ check_tcl_size(Py_ssize_t n, const char *what, const char *unit)
    a value is read by its type where that saves parsing its text.  Each is
    learnt from a value Tcl makes, since Tcls register different names
    (Tcl 9 registers no "int"). */
-static const Tcl_ObjType *string_type, *bignum_type, *double_type, *list_type, *bytearray_type;
-const Tcl_ObjType *int_type, *wide_type;
+static const Tcl_ObjType *string_type, *int_type, *wide_type, *bignum_type,
+    *double_type, *list_type, *bytearray_type;
 
 static const Tcl_ObjType *
 type_of(Tcl_Obj *obj)
@@ -439,49 +422,6 @@ str_from_units(Tcl_Obj *obj)
         : PyUnicode_DecodeUTF32((const char *)u, (Py_ssize_t)n * 4, "surrogatepass", &order);
 }
 
-/* Two digits at a time, for handle names and list texts. */
-static const char two_digits[] =
-    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-    "8081828384858687888990919293949596979899";
-
-int
-digits_of(unsigned long long u)
-{
-    static const unsigned long long powers[20] = {
-        1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
-        100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
-        10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
-        100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
-    /* u | 1 has u's digits (a power of ten is even, or 1); t, from its
-       bit length, is its number of digits or one less */
-    unsigned long long v = u | 1;
-    int t = (64 - __builtin_clzll(v)) * 1233 >> 12;
-    return t + (v >= powers[t]);
-}
-
-/* Writes u's digits ending at `end`, two at a time (in 32 bits when it
-   fits, which is quicker). */
-void
-write_digits(unsigned long long u, char *end)
-{
-    while (u > 0xFFFFFFFFu) {
-        end -= 2;
-        memcpy(end, two_digits + 2 * (u % 100), 2);
-        u /= 100;
-    }
-    uint32_t v = (uint32_t)u;
-    while (v >= 100) {
-        end -= 2;
-        memcpy(end, two_digits + 2 * (v % 100), 2);
-        v /= 100;
-    }
-    if (v >= 10)
-        memcpy(end - 2, two_digits + 2 * v, 2);
-    else
-        end[-1] = (char)('0' + v);
-}
-
 static PyObject *
 str_from_tcl(Tcl_Obj *obj)
 {
@@ -491,7 +431,7 @@ str_from_tcl(Tcl_Obj *obj)
     if (obj->bytes == NULL && is_string)
         return str_from_units(obj);
     if (obj->bytes == NULL && obj->typePtr == list_type && list_type != NULL)
-        write_list_text(obj);
+        write_list_text(obj, int_type, wide_type);
     Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
     PyObject *str = len >= BLOCK_COPY_MIN ? ascii_str(s, len) : NULL;
@@ -801,7 +741,6 @@ foreign_handle_error(PyObject *key)
 }
 
 static int handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]);
-static int handles_released;            /* at the process's end (GIL) */
 
 /* The live handle of `owner` whose command `word` names, if any.  (Once
    the objects were released at exit, none: the commands stay, inert.) */
@@ -996,17 +935,6 @@ keep_in_flight(PyObject *value, Tcl_Obj *code)
     if (t->in_flight_code != NULL)
         Tcl_DecrRefCount(t->in_flight_code);
     t->in_flight_code = code;
-}
-
-/* The thread's kept exception goes, and what it holds (GIL held). */
-void
-release_in_flight(ThreadBridge *t)
-{
-    Py_CLEAR(t->in_flight);
-    if (t->in_flight_code != NULL) {
-        Tcl_DecrRefCount(t->in_flight_code);
-        t->in_flight_code = NULL;
-    }
 }
 
 /* The kept exception, if `code` is its errorCode value (a new reference,
@@ -1485,28 +1413,6 @@ release_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
     return Tcl_DeleteCommand(interp, Tcl_GetString(objv[1])) == 0 ? TCL_OK : TCL_ERROR;
 }
 
-/* At exit: every object a handle holds goes now, while Python can still
-   run its __del__ and close methods.  The commands stay, inert. */
-void
-release_all_handles(void)
-{
-    handles_released = 1;
-    for (InterpState *s = all_states; s != NULL; s = s->next) {
-        PyObject *handles = s->handles, *by_object = s->by_object;
-        s->handles = PyDict_New();
-        s->by_object = PyDict_New();
-        if (s->handles == NULL || s->by_object == NULL) {
-            PyErr_Clear();
-            Py_XSETREF(s->handles, handles);
-            Py_XSETREF(s->by_object, by_object);
-            continue;
-        }
-        Py_XDECREF(by_object);
-        Py_XDECREF(handles);
-    }
-    PyErr_Clear();
-}
-
 /* ------------------------------------------------------------------ */
 /* Outcome: a Tcl script's return code, result and options, kept whole */
 
@@ -1668,7 +1574,7 @@ script_end(PyObject *script)
    remembering changes nothing.  Read before the GIL is taken. */
 static atomic_int memo_on = 1;
 
-int
+static int
 memo_matches(const Memo *m, int objc, Tcl_Obj *const objv[])
 {
     if (m->objc != objc)
@@ -1883,8 +1789,16 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     int keyc = cmd->script && objc >= 2 ? objc - 1 : objc;
     int memo_usable = cmd->planned && (!cmd->script || objc >= 2)
         && atomic_load_explicit(&memo_on, memory_order_relaxed);
-    if (memo_usable && python_usable() && aten_run_remembered(interp, cmd->memo, keyc, objv))
-        return TCL_OK;
+    if (memo_usable && atomic_load(&aten_on) && python_usable()) {
+        for (int i = 0; i < MEMO_SLOTS; i++) {
+            Memo *m = &cmd->memo[i];
+            if (m->program_len != 0 && memo_matches(m, keyc, objv)) {
+                if (aten_run_program(interp, m))
+                    return TCL_OK;
+                break;
+            }
+        }
+    }
     if (command_begin(&e, cmd->owner, &cmd->life, interp) < 0)
         return TCL_ERROR;
     flush_tcl_stdout();
@@ -2701,8 +2615,10 @@ usable_given_str(InterpObject *self, PyObject *arg)
 {
     if (check_usable(self->state) < 0)
         return NULL;
-    if (!PyUnicode_Check(arg))
-        return PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(arg)->tp_name);
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
     return self->state;
 }
 
@@ -3247,7 +3163,6 @@ Interp_dealloc(InterpObject *self)
 /* Python host: load libtcl and create interpreters                     */
 
 static Tcl_Interp *(*create_interp)(void);
-int tcl_ready;
 
 /* libtcl for a Python host: the one the process has loaded already (a
    tkinter program's), else $TCLAMP_LIBTCL, else the system's by its name.
@@ -3541,13 +3456,13 @@ int
 Tclamp_Init(Tcl_Interp *interp)
 {
     if (Tcl_InitStubs(interp, TCLAMP_TCL_VERSIONS, 0) == NULL
-            || lifecycle_start(interp) != TCL_OK)
+            || lifecycle_start(interp, BRIDGE_INIT) != TCL_OK)
         return TCL_ERROR;
     find_tcl_types();
     Entry e;
     if (enter(&e, NULL, interp) < 0)
         return TCL_ERROR;
-    int rc = check_same_bridge(interp);
+    int rc = check_same_bridge(interp, BRIDGE_INIT);
     if (rc == TCL_OK) {
         InterpObject *self = attach(interp, 0);
         if (self == NULL)

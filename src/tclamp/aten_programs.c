@@ -63,12 +63,12 @@ static struct {
     ATEN_OP_TABLE(ATEN_FUNCTION)
     const char *dtype_names[ATEN_DTYPES];   /* NULL: a code aten.py did not name */
 } aten;
-static atomic_int aten_on;     /* the functions are set, and programs run */
+atomic_int aten_on;
 static atomic_int programs_running;     /* threads between the check of aten_on and its end */
 
 /* Whether a program can stand for its plan's steps: ATen's ops on the
    devices aten.py checked (cpu 0, cuda 1), with a dtype it named or an
-   enabled flag of 0 or 1, giving the plan's result as aten_run_remembered makes
+   enabled flag of 0 or 1, giving the plan's result as run_program makes
    it: the constant, or the value of a last is_enabled (result None) or
    get_dtype (result a dict, the dtypes' names).  Anything else would run
    something the steps do not mean (ATen throws on an unknown device, and
@@ -97,7 +97,7 @@ aten_program_fits(PyObject *program, PyObject *result)
    and the GIL not taken.  0 (and nothing changed) when the program's
    result has no Tcl form of its own here: the steps run instead. */
 static int
-run_program(Tcl_Interp *interp, Memo *m)
+run_program(Tcl_Interp *interp, const Memo *m)
 {
     /* copies: nothing here runs Tcl, but the slot is not ours to trust
        across ATen's calls */
@@ -133,22 +133,15 @@ run_program(Tcl_Interp *interp, Memo *m)
     return 1;
 }
 
-/* The remembered plan for these words, run as its program if it has one;
-   1 when it ran.  Counted before the check: stop_programs_at_exit marks
-   programs stopped, then waits for the count, so either it sees us or we
-   see the mark (both sequentially consistent). */
+/* Runs a remembered plan's program (the core found it for the words).
+   Counted before the check: stop_programs_at_exit marks programs stopped,
+   then waits for the count, so either it sees us or we see the mark (both
+   sequentially consistent). */
 int
-aten_run_remembered(Tcl_Interp *interp, Memo *memo, int keyc, Tcl_Obj *const objv[])
+aten_run_program(Tcl_Interp *interp, const Memo *m)
 {
     atomic_fetch_add(&programs_running, 1);
-    int done = 0;
-    for (int i = 0; i < MEMO_SLOTS && atomic_load(&aten_on); i++) {
-        Memo *m = &memo[i];
-        if (m->program_len != 0 && memo_matches(m, keyc, objv)) {
-            done = run_program(interp, m);
-            break;
-        }
-    }
+    int done = atomic_load(&aten_on) && run_program(interp, m);
     atomic_fetch_sub(&programs_running, 1);
     return done;
 }
@@ -222,8 +215,10 @@ bridge_use_aten(PyObject *module, PyObject *args)
 
 int aten_program_fits(PyObject *program, PyObject *result) { return 1; }
 
+atomic_int aten_on;             /* never set */
+
 int
-aten_run_remembered(Tcl_Interp *interp, Memo *memo, int keyc, Tcl_Obj *const objv[])
+aten_run_program(Tcl_Interp *interp, const Memo *m)
 {
     return 0;
 }

@@ -10,8 +10,9 @@
  *   aten_programs.c  speed only: remembered autocast plans run as calls of
  *                    ATen's own functions, with no Python (aten_ops.h lists
  *                    them).  TCLAMP_NO_ATEN leaves every plan to its steps.
- *   lifecycle.c      starting Python for a Tcl host, and ending: the exit
- *                    routes, closing Python, the end of a thread.
+ *   lifecycle.c      the process's state (thread bridges, interpreters,
+ *                    shutdown steps); starting Python for a Tcl host, and
+ *                    ending: the exit routes, closing Python, a thread's end.
  * docs/design.md shows the flows through them.  Everything that is policy
  * (argument parsing, the torch:: commands, error texts) is Python's.
  *
@@ -91,6 +92,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
 #include "compat.h"
 
 /* Nothing here is seen outside the shared object, and calls between its
@@ -126,6 +129,7 @@ extern atomic_int tcl_threads_in_python;/* Tcl threads with a state of ours, not
 extern int python_started_here;         /* Tcl host: we initialized Python */
 extern int tcl_finalizing;              /* Tcl's exit handlers are running */
 extern int tcl_ready;                   /* this copy's Tcl stubs are initialized */
+extern int handles_released;            /* their objects went at the end (GIL) */
 
 /* shutdown.SHUTDOWN_STEPS (set through configure), in this order: */
 enum { STEP_RUN_ATEXIT, STEP_OTHER_THREADS, STEP_THREAD_ENDED, STEP_FLUSH_FILES, STEP_COUNT };
@@ -255,17 +259,54 @@ typedef struct {
     PyObject *handle_types, *handle_plan, *handle_defaults;
 } Command;
 
-/* ---- the core (_bridge.c), as the leaves use it ---- */
+/*
+ * The files call each other one way only: _bridge.c calls the three others,
+ * which call nothing of it.  What they share below the core is here, as
+ * inline functions, or in lifecycle.c, which owns the process's state.
+ */
 
-int enter(Entry *e, InterpState *owner, Tcl_Interp *interp);
-void leave(Entry *e);
-void release_in_flight(ThreadBridge *t);
-void release_all_handles(void);
-InterpState *idle_here(int (*wanted)(const InterpState *s));
-int memo_matches(const Memo *m, int objc, Tcl_Obj *const objv[]);
-int digits_of(unsigned long long u);
-void write_digits(unsigned long long u, char *end);
-extern const Tcl_ObjType *int_type, *wide_type;
+/* Two digits at a time, for handle names and list texts. */
+static const char two_digits[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+static inline int
+digits_of(unsigned long long u)
+{
+    static const unsigned long long powers[20] = {
+        1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+        100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
+        10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+        100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
+    /* u | 1 has u's digits (a power of ten is even, or 1); t, from its
+       bit length, is its number of digits or one less */
+    unsigned long long v = u | 1;
+    int t = (64 - __builtin_clzll(v)) * 1233 >> 12;
+    return t + (v >= powers[t]);
+}
+
+/* Writes u's digits ending at `end`, two at a time (in 32 bits when it
+   fits, which is quicker). */
+static inline void
+write_digits(unsigned long long u, char *end)
+{
+    while (u > 0xFFFFFFFFu) {
+        end -= 2;
+        memcpy(end, two_digits + 2 * (u % 100), 2);
+        u /= 100;
+    }
+    uint32_t v = (uint32_t)u;
+    while (v >= 100) {
+        end -= 2;
+        memcpy(end, two_digits + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10)
+        memcpy(end - 2, two_digits + 2 * v, 2);
+    else
+        end[-1] = (char)('0' + v);
+}
 
 /* ---- text_fast.c: each returns "not done" when built without it ---- */
 
@@ -274,8 +315,9 @@ void text_fast_init(void);
 PyObject *ascii_str(const char *s, Py_ssize_t len);
 /* A long ASCII str's bytes as a new Tcl value; NULL when they hold NUL. */
 Tcl_Obj *ascii_tcl(const char *data, Py_ssize_t len);
-/* Gives a list that has no text yet the text Tcl would write, if cheaply. */
-void write_list_text(Tcl_Obj *list);
+/* Gives a list that has no text yet the text Tcl would write, if cheaply
+   (its items of Tcl's integer types, given, are written from their values). */
+void write_list_text(Tcl_Obj *list, const Tcl_ObjType *int_type, const Tcl_ObjType *wide_type);
 /* Gives a value made from a str's code units that str's UTF-8 too. */
 void add_utf8(Tcl_Obj *obj, PyObject *s);
 /* Whether a value held only as code units may name a handle (1 when
@@ -284,20 +326,22 @@ int units_may_name_handle(Tcl_Obj *obj);
 
 /* ---- aten_programs.c ---- */
 
+extern atomic_int aten_on;              /* programs run (never, built without) */
 /* Whether a plan's program stands for its steps and gives its result. */
 int aten_program_fits(PyObject *program, PyObject *result);
-/* Runs the remembered program for these words, if any: 1 when it ran. */
-int aten_run_remembered(Tcl_Interp *interp, Memo *memo, int keyc, Tcl_Obj *const objv[]);
+/* Runs a remembered plan's program: 1 when it ran. */
+int aten_run_program(Tcl_Interp *interp, const Memo *m);
 PyObject *bridge_use_aten(PyObject *module, PyObject *args);
 PyObject *aten_op_table(void);
 
 /* ---- lifecycle.c ---- */
 
+typedef PyObject *(*ModuleInit)(void);
 /* Tclamp_Init's first part: Python started (or found) in this process,
    and this copy of the bridge the one it uses. */
-int lifecycle_start(Tcl_Interp *interp);
+int lifecycle_start(Tcl_Interp *interp, ModuleInit module_init);
 /* Whether the process's Python uses this copy of the bridge (GIL held). */
-int check_same_bridge(Tcl_Interp *interp);
+int check_same_bridge(Tcl_Interp *interp, ModuleInit module_init);
 /* Tclamp_Init's last part, once the interpreter is attached: the hooks
    that close Python at exit. */
 void lifecycle_loaded(void);
@@ -309,6 +353,10 @@ void delete_thread_interps(void);
 int shutdown_step(int i);
 PyObject *bridge_at_python_exit(PyObject *module, PyObject *unused);
 int ThreadGuard_ready(void);
+void release_in_flight(ThreadBridge *t);
+void release_all_handles(void);
+/* The first idle interpreter of this thread that `wanted` picks, or NULL. */
+InterpState *idle_here(int (*wanted)(const InterpState *s));
 
 #pragma GCC visibility pop
 

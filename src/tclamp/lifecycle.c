@@ -51,6 +51,11 @@ atomic_int deletions_pending;
 atomic_int tcl_threads_in_python;
 int python_started_here;
 int tcl_finalizing;
+int tcl_ready;
+int handles_released;
+_Thread_local ThreadBridge here;
+InterpState *all_states;
+PyObject *shutdown_steps;
 static PyThreadState *first_state;      /* the state Python started with */
 
 /* Start and close, one thread at a time.  (Not a Tcl_Mutex: tcl.h makes
@@ -64,22 +69,71 @@ static pthread_t closer;                /* the thread that closes Python */
 static int closing;                     /* ... while it runs its steps */
 
 /* ------------------------------------------------------------------ */
+/* What the process's end and a thread's end do to the core's state     */
+
+/* The thread's kept exception goes, and what it holds (GIL held). */
+void
+release_in_flight(ThreadBridge *t)
+{
+    Py_CLEAR(t->in_flight);
+    if (t->in_flight_code != NULL) {
+        Tcl_DecrRefCount(t->in_flight_code);
+        t->in_flight_code = NULL;
+    }
+}
+
+/* At exit: every object a handle holds goes now, while Python can still
+   run its __del__ and close methods.  The commands stay, inert. */
+void
+release_all_handles(void)
+{
+    handles_released = 1;
+    for (InterpState *s = all_states; s != NULL; s = s->next) {
+        PyObject *handles = s->handles, *by_object = s->by_object;
+        s->handles = PyDict_New();
+        s->by_object = PyDict_New();
+        if (s->handles == NULL || s->by_object == NULL) {
+            PyErr_Clear();
+            Py_XSETREF(s->handles, handles);
+            Py_XSETREF(s->by_object, by_object);
+            continue;
+        }
+        Py_XDECREF(by_object);
+        Py_XDECREF(handles);
+    }
+    PyErr_Clear();
+}
+
+/* The first idle interpreter of this thread that `wanted` picks, or NULL.
+   (Deleting one changes the list: callers ask again after each.) */
+InterpState *
+idle_here(int (*wanted)(const InterpState *s))
+{
+    Tcl_ThreadId me = Tcl_GetCurrentThread();
+    for (InterpState *s = all_states; s != NULL; s = s->next) {
+        if (s->interp != NULL && s->thread == me && !Tcl_InterpActive(s->interp) && wanted(s))
+            return s;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ */
 /* Starting Python for a Tcl host                                       */
 
 static const char *
 own_path(void)
 {
     Dl_info info;
-    return dladdr((void *)&BRIDGE_INIT, &info) ? info.dli_fname : NULL;
+    return dladdr((void *)&own_path, &info) ? info.dli_fname : NULL;
 }
 
 /* Our module object is this very file: make `import tclamp._bridge` find
    it rather than load a second copy, and `import tclamp` find the Python
    files beside it, whatever the environment has installed.  (GIL held.) */
 static void
-adopt_this_copy(void)
+adopt_this_copy(ModuleInit module_init)
 {
-    PyObject *module = BRIDGE_INIT();
+    PyObject *module = module_init();
     PyObject *modules = PySys_GetObject("modules");
     PyObject *sys_path = PySys_GetObject("path");
     const char *path = own_path();
@@ -112,7 +166,7 @@ start_error(Tcl_Interp *interp, Tcl_Obj *message)
 /* Called with lifecycle_lock held: one thread starts Python, any others
    wait for it and then use it. */
 static int
-start_python(Tcl_Interp *interp)
+start_python(Tcl_Interp *interp, ModuleInit module_init)
 {
     const char *exe = getenv("TCLAMP_PYTHON");
     if (exe == NULL || *exe == '\0')
@@ -137,7 +191,7 @@ start_python(Tcl_Interp *interp)
     if (PyStatus_Exception(status))
         return start_error(interp, Tcl_ObjPrintf("tclamp: cannot start Python from \"%s\": %s",
                                                  exe, status.err_msg ? status.err_msg : "failed"));
-    adopt_this_copy();
+    adopt_this_copy(module_init);
     /* Importing `signal` (torch does) installs Python's SIGINT handler even
        so; import it now and give the host its own disposition back. */
     PyObject *signal_module = PyImport_ImportModule("signal");
@@ -159,14 +213,14 @@ start_python(Tcl_Interp *interp)
 
 /* Python was started by someone else: make sure it is this copy's module. */
 int
-check_same_bridge(Tcl_Interp *interp)
+check_same_bridge(Tcl_Interp *interp, ModuleInit module_init)
 {
     int ok = 1;
     const char *path = own_path();
     PyObject *modules = PySys_GetObject("modules");
     PyObject *m = modules ? PyDict_GetItemString(modules, "tclamp._bridge") : NULL;
     if (m == NULL && modules != NULL && PyDict_GetItemString(modules, "tclamp") == NULL) {
-        adopt_this_copy();      /* tclamp not imported yet: this copy is it */
+        adopt_this_copy(module_init);   /* tclamp not imported yet: this copy is it */
         return TCL_OK;
     }
     PyObject *file = m ? PyObject_GetAttrString(m, "__file__") : NULL;
@@ -186,7 +240,7 @@ check_same_bridge(Tcl_Interp *interp)
 }
 
 int
-lifecycle_start(Tcl_Interp *interp)
+lifecycle_start(Tcl_Interp *interp, ModuleInit module_init)
 {
     int rc = TCL_OK;
     pthread_mutex_lock(&lifecycle_lock);
@@ -200,7 +254,7 @@ lifecycle_start(Tcl_Interp *interp)
         if (Py_IsInitialized())     /* the process runs Python already */
             atomic_store(&python_state, PY_RUNNING);
         else
-            rc = start_python(interp);
+            rc = start_python(interp, module_init);
         break;
     }
     if (rc == TCL_OK)
