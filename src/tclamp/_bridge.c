@@ -487,8 +487,6 @@ tcl_from_units(PyObject *s)
     return obj;
 }
 
-static void discard(Tcl_Obj *obj);
-
 static Tcl_Obj *
 tcl_from_str(PyObject *s)
 {
@@ -514,16 +512,6 @@ tcl_from_str(PyObject *s)
 }
 
 static Tcl_Obj *make_handle(InterpState *owner, PyObject *value);
-
-/* Frees a Tcl value nobody holds yet (refcount 0); NULL is fine. */
-static void
-discard(Tcl_Obj *obj)
-{
-    if (obj != NULL) {
-        Tcl_IncrRefCount(obj);
-        Tcl_DecrRefCount(obj);
-    }
-}
 
 /* An int too long for Python's decimal conversion limit: Tcl reads it in
    hexadecimal (no limit) and writes its own decimal digits. */

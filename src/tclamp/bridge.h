@@ -265,6 +265,16 @@ typedef struct {
  * inline functions, or in lifecycle.c, which owns the process's state.
  */
 
+/* Frees a Tcl value nobody holds yet (refcount 0); NULL is fine. */
+static inline void
+discard(Tcl_Obj *obj)
+{
+    if (obj != NULL) {
+        Tcl_IncrRefCount(obj);
+        Tcl_DecrRefCount(obj);
+    }
+}
+
 /* Two digits at a time, for handle names and list texts. */
 static const char two_digits[] =
     "00010203040506070809101112131415161718192021222324252627282930313233343536373839"

@@ -317,8 +317,7 @@ ascii_tcl(const char *data, Py_ssize_t len)
     Tcl_SetObjLength(obj, (Tcl_Size)len);
     if (copy_blocks(Tcl_GetString(obj), data, len, 1) == len)
         return obj;
-    Tcl_IncrRefCount(obj);
-    Tcl_DecrRefCount(obj);
+    discard(obj);
     return NULL;
 }
 
