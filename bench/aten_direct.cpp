@@ -16,12 +16,26 @@
 // dtype, then clear the autocast cache; enable with a dtype: the same, then
 // enable) and returns the same result.  Words are read with plain string
 // compares; a C++ exception becomes a Tcl error.
-#include <ATen/autocast_mode.h>
+//
+// The ATen functions are called as the bridge's ATen programs call them:
+// by the C++ names and C types of the bridge's one table (aten_ops.h),
+// bound here with asm labels, so this file restates no signature.
+#include <ATen/ATen.h>
 #include <cstring>
 #include <exception>
 #include <tcl.h>
 
+#include "../src/tclamp/aten_ops.h"
+
+#define ATEN_DECLARE(code, field, binding, symbol, result, params, result_code, arg_codes) \
+    extern "C" result aten_##field params __asm__(symbol);
+ATEN_OP_TABLE(ATEN_DECLARE)
+#undef ATEN_DECLARE
+
 namespace {
+
+signed char code_of(at::DeviceType device) { return static_cast<signed char>(device); }
+signed char code_of(at::ScalarType dtype) { return static_cast<signed char>(dtype); }
 
 enum Result { DTYPE_SET, ENABLED, DISABLED, FALSE_, TRUE_, FLOAT16, BFLOAT16, FLOAT32, NRESULTS };
 const char *const TEXTS[NRESULTS] = {"autocast dtype set", "autocast enabled", "autocast disabled",
@@ -99,8 +113,8 @@ int set_dtype(void *data, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]) {
         return TCL_ERROR;
     }
     try {
-        at::autocast::set_autocast_dtype(words.device, words.dtype);
-        at::autocast::clear_cache();
+        aten_set_dtype(code_of(words.device), code_of(words.dtype));
+        aten_clear_cache();
     } catch (const std::exception &e) { return fail(interp, e); }
     return result(interp, data, DTYPE_SET);
 }
@@ -110,10 +124,10 @@ int enable(void *data, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]) {
     if (!parse(interp, objc, objv, "dt", words)) return TCL_ERROR;
     try {
         if (words.has_dtype) {
-            at::autocast::set_autocast_dtype(words.device, words.dtype);
-            at::autocast::clear_cache();
+            aten_set_dtype(code_of(words.device), code_of(words.dtype));
+            aten_clear_cache();
         }
-        at::autocast::set_autocast_enabled(words.device, true);
+        aten_set_enabled(code_of(words.device), true);
     } catch (const std::exception &e) { return fail(interp, e); }
     return result(interp, data, ENABLED);
 }
@@ -122,7 +136,7 @@ int disable(void *data, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]) {
     Words words;
     if (!parse(interp, objc, objv, "d", words)) return TCL_ERROR;
     try {
-        at::autocast::set_autocast_enabled(words.device, false);
+        aten_set_enabled(code_of(words.device), false);
     } catch (const std::exception &e) { return fail(interp, e); }
     return result(interp, data, DISABLED);
 }
@@ -132,7 +146,7 @@ int is_enabled(void *data, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]) 
     if (!parse(interp, objc, objv, "d", words)) return TCL_ERROR;
     bool on;
     try {
-        on = at::autocast::is_autocast_enabled(words.device);
+        on = aten_is_enabled(code_of(words.device));
     } catch (const std::exception &e) { return fail(interp, e); }
     return result(interp, data, on ? TRUE_ : FALSE_);
 }
@@ -142,7 +156,7 @@ int get_dtype(void *data, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]) {
     if (!parse(interp, objc, objv, "d", words)) return TCL_ERROR;
     at::ScalarType dtype;
     try {
-        dtype = at::autocast::get_autocast_dtype(words.device);
+        dtype = static_cast<at::ScalarType>(aten_get_dtype(code_of(words.device)));
     } catch (const std::exception &e) { return fail(interp, e); }
     switch (dtype) {
     case at::kHalf: return result(interp, data, FLOAT16);

@@ -25,6 +25,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 BUILD = HERE / "build"
 SOURCE = HERE / "aten_direct.cpp"
+# The bridge's table of ATen functions, which aten_direct.cpp calls by.
+ATEN_OPS = ROOT / "src" / "tclamp" / "aten_ops.h"
 
 
 class BuildError(Exception):
@@ -62,9 +64,10 @@ def torch_flags():
 
 
 def build(source, output, extra_cflags=(), extra_ldflags=(), stubs=True, tclsh="tclsh",
-          std="c++20", optimize="-O2"):
-    """Compile one C++ Tcl extension against torch and Tcl; returns its path.
-    Raises BuildError with the reason when it cannot."""
+          std="c++20", optimize="-O2", headers=()):
+    """Compile one C++ Tcl extension against torch and Tcl; returns its path
+    (rebuilt when a source or one of `headers` changed).  Raises BuildError
+    with the reason when it cannot."""
     compiler = shutil.which("g++") or shutil.which("c++")
     if compiler is None:
         raise BuildError("no C++ compiler (g++) on PATH")
@@ -77,7 +80,7 @@ def build(source, output, extra_cflags=(), extra_ldflags=(), stubs=True, tclsh="
                *map(str, source), "-o", str(output), *ldflags, *extra_ldflags, *tcl_libs]
     # Rebuilt when the command (torch, Tcl, flags) or a source changes.
     stamp = hashlib.sha256(" ".join(command + [torch_version]).encode())
-    for path in source:
+    for path in [*source, *headers]:
         stamp.update(Path(path).read_bytes())
     stamp_file = Path(str(output) + ".stamp")
     if Path(output).exists() and stamp_file.exists() and stamp_file.read_text() == stamp.hexdigest():
@@ -91,7 +94,7 @@ def build(source, output, extra_cflags=(), extra_ldflags=(), stubs=True, tclsh="
 
 
 def build_aten_direct(tclsh="tclsh"):
-    return build([SOURCE], BUILD / "aten_direct.so", tclsh=tclsh)
+    return build([SOURCE], BUILD / "aten_direct.so", tclsh=tclsh, headers=[ATEN_OPS])
 
 
 # What src/amp_precision.cpp needs from the rest of TCLIBTORCH (the handle

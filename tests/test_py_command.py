@@ -182,3 +182,35 @@ def test_global_fallback_shadowing_followed(interp):
     assert interp.eval("::foo::bar::p") == "3"
     interp.eval("proc ::foo::bar::call {args} {return shadow}")
     assert interp.eval("::foo::bar::p") == "shadow"
+
+
+def test_names_are_looked_up_by_one_rule(interp):
+    """py call (in C) and the -kwlist path and -types name words (bridge.py)
+    find a name by the same rule: __main__ first, then builtins, then the
+    longest module path that imports; a name bound to None is a name."""
+    import __main__
+
+    def caught(script):
+        return interp.eval(f"list [catch {{{script}}} m] $m", result=list)
+    __main__.tclamp_len_shadow = lambda *a: "main's"
+    __main__.tclamp_none = None
+    __main__.len = lambda *a: "main's len"
+    try:
+        assert interp.eval("py call len abc") == "main's len"
+        assert interp.eval("py call -kwlist {} len abc") == "main's len"
+        assert caught("py call -kwlist {} tclamp_none") == \
+            [1, "TypeError: 'NoneType' object is not callable"]
+        assert caught("py call tclamp_none") == caught("py call -kwlist {} tclamp_none")
+        assert interp.eval("py call str.upper abc") == "ABC"
+        assert interp.eval("py call -kwlist {} str.upper abc") == "ABC"
+        assert interp.eval("py call -kwlist {} os.path.join a b") == "a/b"
+        assert interp.eval("py call -types {name} callable tclamp_none") == "0"
+        assert interp.eval("py call -types {name} callable tclamp_len_shadow") == "1"
+        assert caught("py call -kwlist {} tclamp_nosuch_name") == \
+            [1, "NameError: name 'tclamp_nosuch_name' is not defined"]
+        assert caught("py call -types {name} callable tclamp_nosuch_name") == \
+            [1, "argument 1: name 'tclamp_nosuch_name' is not defined"]
+    finally:
+        del __main__.tclamp_len_shadow, __main__.tclamp_none, __main__.len
+    assert interp.eval("py call len abc") == "3"
+    assert interp.eval("py call -kwlist {} len abc") == "3"

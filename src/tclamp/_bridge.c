@@ -2147,27 +2147,30 @@ name_parts(Tcl_Obj *word, PyObject *text)
     return parts;
 }
 
-/* What the first part of a dotted name means in __main__ or builtins (a new
-   reference); NULL without an error when bridge.resolve must decide. */
+/* What the first part of a dotted name means, looked up in __main__, then
+   in builtins (a new reference); NULL without an error when it is in
+   neither, and an import must decide (bridge.resolve).  The one place for
+   this rule: bridge.resolve calls it as _bridge.main_or_builtin. */
 static PyObject *
 look_up_first(PyObject *first)
 {
     PyObject *namespace = main_namespace();
-    if (namespace == NULL) {
-        PyErr_Clear();          /* resolve raises it again */
+    if (namespace == NULL)
         return NULL;
-    }
-    PyObject *found = NULL;
+    PyObject *found;
     if (PyDict_CheckExact(namespace)) {
-        found = PyDict_GetItemWithError(namespace, first);
-        Py_XINCREF(found);
-        if (found == NULL && !PyErr_Occurred()) {
-            found = PyObject_GetAttr(builtins_module, first);
-            if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
-                PyErr_Clear();
-        }
+        found = Py_XNewRef(PyDict_GetItemWithError(namespace, first));
+    } else {
+        found = PyObject_GetItem(namespace, first);
+        if (found == NULL && PyErr_ExceptionMatches(PyExc_KeyError))
+            PyErr_Clear();
     }
     Py_DECREF(namespace);
+    if (found == NULL && !PyErr_Occurred()) {
+        found = PyObject_GetAttr(builtins_module, first);
+        if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+            PyErr_Clear();
+    }
     return found;
 }
 
@@ -3351,6 +3354,18 @@ bridge_memo(PyObject *module, PyObject *args)
     return PyBool_FromLong(atomic_load(&memo_on));
 }
 
+/* main_or_builtin(name, missing): what `name` means in __main__, then in
+   builtins; `missing` if neither has it. */
+static PyObject *
+bridge_main_or_builtin(PyObject *module, PyObject *args)
+{
+    PyObject *name, *missing;
+    if (!PyArg_ParseTuple(args, "UO:main_or_builtin", &name, &missing))
+        return NULL;
+    PyObject *found = look_up_first(name);
+    return found != NULL || PyErr_Occurred() ? found : Py_NewRef(missing);
+}
+
 /* tohil, loaded into a Tcl interpreter of this thread, runs Python without
    taking the GIL: from now on this thread keeps the GIL, with its own
    thread state, whenever it is in Tcl, as tohil itself does (so other
@@ -3368,6 +3383,8 @@ static PyMethodDef bridge_methods[] = {
     {"use_aten", bridge_use_aten, METH_VARARGS,
      "use_aten(functions, dtype_names), use_aten(None), use_aten() -> bool: whether plans' "
      "programs run (see aten.py)"},
+    {"main_or_builtin", bridge_main_or_builtin, METH_VARARGS,
+     "main_or_builtin(name, missing): what name means in __main__, then in builtins, else missing"},
     {"memo", bridge_memo, METH_VARARGS,
      "memo(enabled), memo() -> bool: whether commands remember their plans (a test switch)"},
     {"keep_gil", bridge_keep_gil, METH_NOARGS,

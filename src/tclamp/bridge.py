@@ -4,7 +4,6 @@ bridge's; import, interact and the names they cannot resolve are here).
 Arguments arrive as str, or as the object itself when the argument names a
 live object handle (the C bridge looks those up).
 """
-import builtins
 import code
 import importlib
 import importlib.util
@@ -52,17 +51,16 @@ def _name_parts(name):
     return parts
 
 
+_MISSING = object()
+
+
 def resolve(name):
-    """The object a dotted name means: looked up in __main__, then in
-    builtins, then imported as a module path (os.path.join).  `py call`
-    (in C) does the first two itself and comes here for the rest."""
+    """The object a dotted name means: its first part looked up in __main__,
+    then in builtins (by the C bridge, which `py call` uses directly), else
+    the longest module path that imports (os.path.join)."""
     first, *rest = _name_parts(name)
-    namespace = _main_namespace()
-    if first in namespace:
-        obj = namespace[first]
-    elif hasattr(builtins, first):
-        obj = getattr(builtins, first)
-    else:
+    obj = _bridge.main_or_builtin(first, _MISSING)
+    if obj is _MISSING:
         for split in range(len(rest), -1, -1):
             module_name = ".".join([first, *rest[:split]])
             try:
@@ -178,7 +176,7 @@ def _check_name(word, what):
     without importing it)."""
     try:
         first = _name_parts(word)[0]
-        if (first not in _main_namespace() and not hasattr(builtins, first)
+        if (_bridge.main_or_builtin(first, _MISSING) is _MISSING
                 and importlib.util.find_spec(first) is None):
             raise NameError(f"name '{first}' is not defined")
     except (NameError, ImportError, ValueError) as error:
