@@ -366,3 +366,47 @@ def test_a_second_copy_loaded_first_under_tkinter(tmp_path):
     """)
     assert_clean(r)
     assert r.stdout in ("refused True\n", "1 {ZeroDivisionError: division by zero}\n"), r.report
+
+
+def test_a_handle_form_calls_the_method_and_answers_its_constant():
+    """create_command's handle_form: (types, method, defaults, result); words
+    that are just objects of the types call the first's method with the
+    others and the defaults, and answer result (None: the method's value);
+    anything else goes to the parser.  A malformed form is refused."""
+    interp = tclamp.Interp()
+
+    class Counter:
+        def __init__(self):
+            self.seen = []
+
+        def add(self, *values):
+            self.seen.append(values)
+            return len(self.seen)
+
+    counter = Counter()
+    parsed = []
+
+    def parser(*words):
+        parsed.append(words)
+        return tclamp.arguments.Plan((), "parsed", False)
+
+    for form in [("not a tuple"), ((Counter,), "add", ()), ((), "add", (), None),
+                 ((Counter,), 7, (), None), ((Counter,), "add", [], None)]:
+        with pytest.raises(ValueError, match="a handle form is"):
+            interp.create_command("::bad", parser, planned=True, handle_form=form)
+    assert interp.eval("info commands ::bad") == ""
+    interp.create_command("::count", parser, planned=True,
+                          handle_form=((Counter, Counter), "add", ("x",), "counted"))
+    interp.create_command("::total", parser, planned=True,
+                          handle_form=((Counter,), "add", (), None))
+    import __main__
+    __main__.the_counter = counter
+    try:
+        assert interp.eval("count [py eval the_counter] [py eval the_counter]") == "counted"
+        assert interp.eval("total [py eval the_counter]") == "2"
+        assert interp.eval("count [py eval the_counter] 5") == "parsed"   # a str: not the form
+        assert interp.eval("total [py eval the_counter] extra") == "parsed"
+    finally:
+        del __main__.the_counter
+    assert counter.seen == [(counter, "x"), ()]
+    assert len(parsed) == 2

@@ -1754,16 +1754,27 @@ handle_form_fits(const Command *cmd, const CallArgs *args)
     return 1;
 }
 
-static PyObject *
-call_handle_form(const Command *cmd, const CallArgs *args)
+/* The handle form's call, made as its plan (a MethodCall) would make it:
+   the first object's method, given the other objects and the defaults. */
+static int
+call_handle_form(const Command *cmd, Tcl_Interp *interp, const CallArgs *args)
 {
     PyObject *stack[CALL_STACK_ARGS + 1];
     Py_ssize_t n = args->n, extra = PyTuple_GET_SIZE(cmd->handle_defaults);
     memcpy(stack + 1, args->slot + 2, (size_t)n * sizeof(PyObject *));
     for (Py_ssize_t i = 0; i < extra; i++)
         stack[1 + n + i] = PyTuple_GET_ITEM(cmd->handle_defaults, i);
-    return PyObject_Vectorcall(cmd->handle_plan, stack + 1,
-                               (size_t)(n + extra) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    PyObject *value = PyObject_VectorcallMethod(cmd->handle_method, stack + 1,
+                                                (size_t)(n + extra)
+                                                | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (value == NULL || cmd->handle_result == NULL) {
+        int rc = command_result(cmd->owner, interp, value);
+        Py_XDECREF(value);
+        return rc;
+    }
+    Py_DECREF(value);
+    Tcl_SetObjResult(interp, cmd->handle_result);
+    return TCL_OK;
 }
 
 static int
@@ -1807,11 +1818,15 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     }
     int any_handle = 0;
     CallArgs args;
-    PyObject *value = call_args_fill(&args, cmd->owner, keyc - 1, objv + 1, &any_handle, 0,
-                                     script) == 0
-        ? (handle_form_fits(cmd, &args) ? call_handle_form(cmd, &args)
-           : call_args_call(&args, cmd->callable))
-        : NULL;
+    PyObject *value = NULL;
+    if (call_args_fill(&args, cmd->owner, keyc - 1, objv + 1, &any_handle, 0, script) == 0) {
+        if (handle_form_fits(cmd, &args)) {
+            rc = call_handle_form(cmd, interp, &args);
+            call_args_release(&args);
+            goto done;
+        }
+        value = call_args_call(&args, cmd->callable);
+    }
     call_args_release(&args);
     if (value == NULL || !cmd->planned) {
         rc = command_result(cmd->owner, interp, value);
@@ -1845,8 +1860,10 @@ free_command(Lifetime *life)
         memo_clear(&cmd->memo[i]);
     Py_DECREF(cmd->callable);
     Py_XDECREF(cmd->handle_types);
-    Py_XDECREF(cmd->handle_plan);
+    Py_XDECREF(cmd->handle_method);
     Py_XDECREF(cmd->handle_defaults);
+    if (cmd->handle_result != NULL)
+        Tcl_DecrRefCount(cmd->handle_result);
     state_decref(cmd->owner);
     PyMem_Free(cmd);
 }
@@ -2824,9 +2841,19 @@ static PyObject *
 add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *callable,
             int planned, int script, PyObject *handle_form)
 {
+    /* The handle form's constant result: a Tcl value made once, here. */
+    Tcl_Obj *constant = NULL;
+    if (handle_form != NULL && PyTuple_GET_ITEM(handle_form, 3) != Py_None) {
+        if ((constant = to_tcl(s, PyTuple_GET_ITEM(handle_form, 3))) == NULL)
+            return NULL;
+        Tcl_IncrRefCount(constant);
+    }
     Command *cmd = (Command *)PyMem_Calloc(1, sizeof(Command));
-    if (cmd == NULL)
+    if (cmd == NULL) {
+        if (constant)
+            Tcl_DecrRefCount(constant);
         return PyErr_NoMemory();
+    }
     cmd->life.free = free_command;
     cmd->owner = s;
     s->refs++;
@@ -2834,8 +2861,10 @@ add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *ca
     cmd->planned = planned;
     cmd->script = script;
     if (handle_form != NULL) {
+        cmd->handle_result = constant;
         cmd->handle_types = Py_NewRef(PyTuple_GET_ITEM(handle_form, 0));
-        cmd->handle_plan = Py_NewRef(PyTuple_GET_ITEM(handle_form, 1));
+        cmd->handle_method = Py_NewRef(PyTuple_GET_ITEM(handle_form, 1));
+        PyUnicode_InternInPlace(&cmd->handle_method);
         cmd->handle_defaults = Py_NewRef(PyTuple_GET_ITEM(handle_form, 2));
     }
     Tcl_CreateObjCommand(s->interp, name, proc, cmd, python_command_deleted);
@@ -2861,12 +2890,13 @@ Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
         return PyErr_Format(PyExc_ValueError, "a script command is a planned one");
     if (handle_form == Py_None) {
         handle_form = NULL;
-    } else if (!planned || script || !PyTuple_Check(handle_form) || PyTuple_GET_SIZE(handle_form) != 3
+    } else if (!planned || script || !PyTuple_Check(handle_form) || PyTuple_GET_SIZE(handle_form) != 4
                || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 0))
-               || !PyCallable_Check(PyTuple_GET_ITEM(handle_form, 1))
+               || PyTuple_GET_SIZE(PyTuple_GET_ITEM(handle_form, 0)) == 0
+               || !PyUnicode_CheckExact(PyTuple_GET_ITEM(handle_form, 1))
                || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 2))) {
-        return PyErr_Format(PyExc_ValueError, "a handle form is (types, plan, defaults), of a "
-                            "planned command that takes no script");
+        return PyErr_Format(PyExc_ValueError, "a handle form is (types, method, defaults, "
+                            "result), of a planned command that takes no script");
     } else {
         PyObject *types = PyTuple_GET_ITEM(handle_form, 0);
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {

@@ -15,7 +15,6 @@ parameter, `MIXED_ARGUMENTS` the first -name word after a positional one.  An op
 by its parameter's first flag (`-device_type`).  `USAGE` adds nothing: no
 one word is at fault.
 """
-import inspect
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -263,13 +262,14 @@ class Command:
         return lambda *args: plan(**signature.parse(args))
 
     def handle_form(self):
-        """(types, plan, defaults) for the bridge's check in C: a call whose
-        words are just objects of these types (the leading handle
-        parameters, given positionally) means plan(*objects, *defaults),
-        which is what parse would make of it, without parsing; None where
-        the command has no such form."""
+        """(types, method, defaults, result) for the bridge, in C: a call
+        whose words are just objects of these types (the leading handle
+        parameters, given positionally) means objects[0].method(*objects[1:],
+        *defaults), answering `result` (None: the method's value), which is
+        what parse and the plan would make of it, done without either; None
+        where the command has no such form (its plan is not a MethodCall)."""
         signature, plan = self.signature, self.plan
-        if self.takes_script or signature.check:
+        if self.takes_script or signature.check or not isinstance(plan, MethodCall):
             return None
         types = []
         for param in signature.params:
@@ -278,7 +278,22 @@ class Command:
                 break
             types.append(expected)
         rest = signature.params[len(types):]
-        if (not types or any(p.required for p in rest)
-                or list(inspect.signature(plan).parameters) != [p.name for p in signature.params]):
+        if not types or any(p.required for p in rest):
             return None
-        return tuple(types), plan, tuple(p.default for p in rest)
+        return tuple(types), plan.method, tuple(p.default for p in rest), plan.result
+
+
+class MethodCall:
+    """A planner that calls a method of the command's first value with the
+    others, in declared order, and answers `result` (None: the method's
+    value).  Declared as data, so that the bridge makes the same call
+    itself for the handle form (Command.handle_form)."""
+    __slots__ = ("method", "result")
+
+    def __init__(self, method, result=None):
+        self.method = method
+        self.result = result
+
+    def __call__(self, **values):
+        first, *rest = values.values()     # parse gives them in declared order
+        return Plan(((getattr(first, self.method), tuple(rest)),), self.result, False)

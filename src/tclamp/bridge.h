@@ -255,8 +255,10 @@ typedef struct {
     int memo_next;
     Memo memo[MEMO_SLOTS];
     /* The handle form (arguments.Command.handle_form): words that are just
-       objects of these types mean this plan of them and the defaults. */
-    PyObject *handle_types, *handle_plan, *handle_defaults;
+       objects of these types mean the first's method, given the others and
+       the defaults, answering handle_result (NULL: the method's value). */
+    PyObject *handle_types, *handle_method, *handle_defaults;
+    Tcl_Obj *handle_result;
 } Command;
 
 /*
