@@ -17,7 +17,7 @@ import pytest
 
 from conftest import needs_tkinters_tcl
 from processes import assert_clean, assert_no_crash, environment, python, tclsh
-from test_aten_path import WEIGHT
+from test_aten_path import ATEN, WEIGHT
 from test_tohil import run as run_with_tohil, tohil  # noqa: F401  (the fixture)
 
 # Python's view of both devices' autocast state, for the scripts.
@@ -33,6 +33,13 @@ def state():
 """
 
 
+# A bridge built without the ATen path (TCLAMP_NO_ATEN: test_switch_builds)
+# runs no program, so the cases about programs themselves do not apply.
+needs_programs = pytest.mark.skipif(ATEN != "aten", reason="the bridge was built without "
+                                    "the ATen path (TCLAMP_NO_ATEN): no program runs")
+
+
+@needs_programs
 def test_hand_made_programs_are_refused(tmp_path):
     """A planned command's program runs in place of its steps, so one that
     could not mean what they mean is refused with the plan (TypeError),
@@ -474,7 +481,7 @@ def test_python_threads_with_interpreters_of_their_own(tmp_path):
     def after(dtype, dev):
         return [(d, False, "torch.float32" if d == dev else fresh[d]) for d in ("cpu", "cuda")]
     assert r.stdout.splitlines() == [
-        "aten [('cpu', True, 'torch.float16'), ('cuda', True, 'torch.bfloat16')]",
+        f"{ATEN} [('cpu', True, 'torch.float16'), ('cuda', True, 'torch.bfloat16')]",
         f"bfloat16 cpu 0 {after('bfloat16', 'cpu')}",
         f"bfloat16 cuda 0 {after('bfloat16', 'cuda')}",
         f"float16 cpu 0 {after('float16', 'cpu')}",
@@ -513,7 +520,7 @@ def test_tkinters_tcl(tmp_path):
         """)
     assert_clean(r)
     assert r.stdout.splitlines() == [
-        "aten",
+        ATEN,
         "[('autocast enabled', 'bfloat16', 'torch.bfloat16', True), "
         "('autocast enabled', 'float16', 'torch.float16', True)]",
         "{'bfloat16'}"]
@@ -610,11 +617,13 @@ def test_daemon_python_thread_calling_at_the_end(tmp_path):
         print("main ends", flush=True)
         """)
     assert_clean(r)
+    on = ATEN == "aten"
     assert r.stdout.splitlines() == [
-        "main ends", "first True ['autocast dtype set', 'autocast dtype set', 'autocast dtype set']",
-        "last True"]
+        "main ends", f"first {on} ['autocast dtype set', 'autocast dtype set', 'autocast dtype set']",
+        f"last {on}"]
 
 
+@needs_programs   # on the Python path torch's binding may abort there (see above)
 def test_daemon_threads_in_clear_cache_while_the_program_ends(tmp_path):
     """Eight daemon threads clear the cache in a Tcl loop while the program
     ends: libc's exit must not destroy the cache's map while one of them is
