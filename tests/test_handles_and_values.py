@@ -390,8 +390,9 @@ def test_a_handle_form_calls_the_method_and_answers_its_constant():
         parsed.append(words)
         return tclamp.arguments.Plan((), "parsed", False)
 
-    for form in [("not a tuple"), ((Counter,), "add", ()), ((), "add", (), None),
-                 ((Counter,), 7, (), None), ((Counter,), "add", [], None)]:
+    for form in ["not a tuple", ((Counter,), "add", ()), ((), "add", (), None),
+                 ((Counter,), 7, (), None), ((Counter,), "add", [], None),
+                 ((Counter,), "add", (), {1: "one"}), ((Counter,), "add", (), 7)]:
         with pytest.raises(ValueError, match="a handle form is"):
             interp.create_command("::bad", parser, planned=True, handle_form=form)
     assert interp.eval("info commands ::bad") == ""

@@ -1819,15 +1819,16 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     int any_handle = 0;
     CallArgs args;
     PyObject *value = NULL;
+    int handle_form = 0;
     if (call_args_fill(&args, cmd->owner, keyc - 1, objv + 1, &any_handle, 0, script) == 0) {
-        if (handle_form_fits(cmd, &args)) {
+        if ((handle_form = handle_form_fits(cmd, &args)))
             rc = call_handle_form(cmd, interp, &args);
-            call_args_release(&args);
-            goto done;
-        }
-        value = call_args_call(&args, cmd->callable);
+        else
+            value = call_args_call(&args, cmd->callable);
     }
     call_args_release(&args);
+    if (handle_form)
+        goto done;              /* call_handle_form answered */
     if (value == NULL || !cmd->planned) {
         rc = command_result(cmd->owner, interp, value);
     } else {
@@ -2894,9 +2895,12 @@ Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
                || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 0))
                || PyTuple_GET_SIZE(PyTuple_GET_ITEM(handle_form, 0)) == 0
                || !PyUnicode_CheckExact(PyTuple_GET_ITEM(handle_form, 1))
-               || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 2))) {
+               || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 2))
+               /* a str or None: a plan's dict result maps, which this answer would not */
+               || (PyTuple_GET_ITEM(handle_form, 3) != Py_None
+                   && !PyUnicode_CheckExact(PyTuple_GET_ITEM(handle_form, 3)))) {
         return PyErr_Format(PyExc_ValueError, "a handle form is (types, method, defaults, "
-                            "result), of a planned command that takes no script");
+                            "result: a str or None), of a planned command that takes no script");
     } else {
         PyObject *types = PyTuple_GET_ITEM(handle_form, 0);
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {
