@@ -20,7 +20,8 @@
 // The ATen functions are called as the bridge's ATen programs call them:
 // by the C++ names and C types of the bridge's one table (aten_ops.h),
 // bound here with asm labels, so this file restates no signature.
-#include <ATen/ATen.h>
+#include <c10/core/DeviceType.h>
+#include <c10/core/ScalarType.h>
 #include <cstring>
 #include <exception>
 #include <tcl.h>
