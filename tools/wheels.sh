@@ -15,6 +15,10 @@ mkdir -p dist
 for python in "$@"; do
     raw=$(mktemp -d)
     echo "== $python: the wheel"
+    # pip builds in the tree: a file left in build/lib from an older tree
+    # (one since removed from src/) would go into the wheel.
+    tag=$("$python" -c 'import sys, sysconfig; print(f"{sysconfig.get_platform()}-{sys.implementation.cache_tag}")')
+    rm -rf "build/lib.$tag" build/bdist.*
     TCLAMP_TCL_CONFIG=$configs "$python" -m pip wheel -q --no-deps -w "$raw" .
     echo "== $python: repaired as $PLATFORM"
     PATH=$PWD/$tools/bin:$PATH $tools/bin/auditwheel repair --plat "$PLATFORM" -w dist "$raw"/tclamp-*.whl >/dev/null
