@@ -7,7 +7,10 @@ own cost shows) and on CUDA where torch sees a GPU:
 Both steps run in one tclsh (bench/train_step.tcl) on one model, optimizer
 and scaler, in rounds in which they take turns and start in turn; the
 ratio is the median of the rounds' ratios, with its spread (lowest and
-highest).  Then both run once more with a time stamp between the step's
+highest).  A third step runs in the same rounds: the same pieces as six
+Python functions, each called from Tcl (`::py::call`) and keeping the
+step's tensors in Python, with no torch:: command, handle or scope.  It is
+the floor of any step that Tcl drives one piece at a time.  Then both run once more with a time stamp between the step's
 pieces, which gives each piece's cost inside the step (a command costs
 more there than in a tight loop: the step's own work evicts it from the
 caches); the stamps' own cost is measured in the same steps and taken off.
@@ -81,18 +84,23 @@ def pieces_us(rows):
 
 def measure(tclsh, device, rounds, steps):
     out = run_tcl(tclsh, device, rounds, steps)
-    ratios, tcl_ms, python_ms, stamps = [], [], [], {"tcl": [], "python": []}
+    ratios, calls_ratios, tcl_ms, python_ms, calls_ms = [], [], [], [], []
+    stamps = {"tcl": [], "python": []}
     for line in out.splitlines():
         kind, *values = line.split()
         if kind == "round":
-            tcl, python = map(int, values)
+            tcl, python, calls = map(int, values)
             ratios.append(tcl / python)
+            calls_ratios.append(calls / python)
             tcl_ms.append(tcl / steps / 1e6)
             python_ms.append(python / steps / 1e6)
+            calls_ms.append(calls / steps / 1e6)
         elif kind in ("tcl_stamps", "python_stamps"):
             stamps[kind.partition("_")[0]].append([int(v) for v in values])
     return {"ratio": statistics.median(ratios), "low": min(ratios), "high": max(ratios),
             "tcl_ms": statistics.median(tcl_ms), "python_ms": statistics.median(python_ms),
+            "calls_ratio": statistics.median(calls_ratios), "calls_low": min(calls_ratios),
+            "calls_high": max(calls_ratios), "calls_ms": statistics.median(calls_ms),
             "tcl": pieces_us(stamps["tcl"]), "python": pieces_us(stamps["python"])}
 
 
@@ -106,7 +114,10 @@ def table(device, rounds, steps, m):
             "|---|---|---|---|---|---|",
             f"| one step (ms, median) | {m['tcl_ms']:.3f} | {m['python_ms']:.3f} | "
             f"{m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}) | {target:.2f}x | "
-            f"{'yes' if m['ratio'] <= target else 'no'} |", "",
+            f"{'yes' if m['ratio'] <= target else 'no'} |",
+            f"| the floor: six `::py::call`s of the step's pieces (ms, median) | "
+            f"{m['calls_ms']:.3f} | {m['python_ms']:.3f} | {m['calls_ratio']:.3f}x "
+            f"({m['calls_low']:.3f}-{m['calls_high']:.3f}) |  |  |", "",
             "Each piece inside the step (µs, median of the stamped steps):", "",
             "| piece | Tcl runs | Python runs | Tcl µs | Python µs | over Python | target | met |",
             "|---|---|---|---|---|---|---|---|"]

@@ -50,6 +50,37 @@ def python_steps(n):
     return now() - start
 
 
+# The floor of any Tcl-driven step: its pieces as plain Python functions
+# that keep the step's tensors themselves, each called from Tcl once.
+def piece_zero_grad():
+    optimizer.zero_grad()
+
+
+def piece_forward():
+    global loss
+    with torch.autocast(device, dtype=torch.float16):
+        loss = model(batch).float().pow(2).mean()
+
+
+def piece_scale():
+    global scaled
+    scaled = scaler.scale(loss)
+
+
+def piece_backward():
+    scaled.backward()
+
+
+def piece_step():
+    scaler.step(optimizer)
+
+
+def piece_update():
+    global loss, scaled
+    scaler.update()
+    del loss, scaled        # the step's tensors go at its end, as in python_step
+
+
 def python_stamped(n):
     """The step with the stamps of tcl_stamped (Python has no scope: its
     stamps take the step's tensors going)."""
@@ -96,11 +127,21 @@ proc tcl_step {} {
     }
 }
 
-proc tcl_steps {n} {
+# Six calls into Python and no torch:: command, handle or scope.
+proc calls_step {} {
+    ::py::call piece_zero_grad
+    ::py::call piece_forward
+    ::py::call piece_scale
+    ::py::call piece_backward
+    ::py::call piece_step
+    ::py::call piece_update
+}
+
+proc tcl_steps {n {step tcl_step}} {
     py call sync
     set start [::py::call now]
     for {set i 0} {$i < $n} {incr i} {
-        tcl_step
+        $step
     }
     py call sync
     expr {[::py::call now] - $start}
@@ -143,6 +184,7 @@ proc tcl_stamped {n} {
 
 # Warm-up: torch's first calls, the bridge's remembered plans, the caches.
 tcl_steps 50
+tcl_steps 50 calls_step
 py call python_steps 50
 if {$profile eq "profile"} {
     py exec {import cProfile, pstats; profiler = cProfile.Profile()}
@@ -152,15 +194,20 @@ if {$profile eq "profile"} {
     py exec {pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(30)}
     exit
 }
+# Each round runs the three (the README step, the Python step, and the six
+# calls) in this order, each round starting one further.
+set runs {
+    tcl {tcl_steps $steps}
+    python {py call python_steps $steps}
+    calls {tcl_steps $steps calls_step}
+}
 for {set round 0} {$round < $rounds} {incr round} {
-    if {$round % 2 == 0} {
-        set tcl [tcl_steps $steps]
-        set python [py call python_steps $steps]
-    } else {
-        set python [py call python_steps $steps]
-        set tcl [tcl_steps $steps]
+    set first [expr {2 * ($round % 3)}]
+    set order [concat [lrange $runs $first end] [lrange $runs 0 $first-1]]
+    foreach {name run} $order {
+        set took($name) [eval $run]
     }
-    puts "round $tcl $python"
+    puts "round $took(tcl) $took(python) $took(calls)"
 }
 foreach row [tcl_stamped $steps] {
     puts "tcl_stamps $row"
