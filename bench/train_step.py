@@ -10,10 +10,11 @@ ratio is the median of the rounds' ratios, with its spread (lowest and
 highest).  A third step runs in the same rounds: the same pieces as six
 Python functions, each called from Tcl (`::py::call`) and keeping the
 step's tensors in Python, with no torch:: command, handle or scope.  It is
-the floor of any step that Tcl drives one piece at a time.  Then both run once more with a time stamp between the step's
-pieces, which gives each piece's cost inside the step (a command costs
-more there than in a tight loop: the step's own work evicts it from the
-caches); the stamps' own cost is measured in the same steps and taken off.
+the floor of any step that Tcl drives one piece at a time.  Then the first
+two run once more with a time stamp between the step's pieces, which gives
+each piece's cost inside the step (a command costs more there than in a
+tight loop: the step's own work evicts it from the caches); the stamps'
+own cost is measured in the same steps and taken off.
 --profile prints cProfile's view of the Tcl-driven step (inside tclsh).
 
 Writes its section of bench/RESULTS.md, one table per device.
