@@ -85,40 +85,40 @@ def pieces_us(rows):
 
 def measure(tclsh, device, rounds, steps):
     out = run_tcl(tclsh, device, rounds, steps)
-    ratios, calls_ratios, tcl_ms, python_ms, calls_ms = [], [], [], [], []
+    took = {"tcl": [], "python": [], "calls": []}     # ns of each round's steps
     stamps = {"tcl": [], "python": []}
     for line in out.splitlines():
         kind, *values = line.split()
         if kind == "round":
-            tcl, python, calls = map(int, values)
-            ratios.append(tcl / python)
-            calls_ratios.append(calls / python)
-            tcl_ms.append(tcl / steps / 1e6)
-            python_ms.append(python / steps / 1e6)
-            calls_ms.append(calls / steps / 1e6)
+            for name, ns in zip(took, map(int, values)):
+                took[name].append(ns)
         elif kind in ("tcl_stamps", "python_stamps"):
             stamps[kind.partition("_")[0]].append([int(v) for v in values])
-    return {"ratio": statistics.median(ratios), "low": min(ratios), "high": max(ratios),
-            "tcl_ms": statistics.median(tcl_ms), "python_ms": statistics.median(python_ms),
-            "calls_ratio": statistics.median(calls_ratios), "calls_low": min(calls_ratios),
-            "calls_high": max(calls_ratios), "calls_ms": statistics.median(calls_ms),
+    # Each against Python: the median of the rounds' ratios, lowest, highest.
+    ratios = {name: [ns / python for ns, python in zip(took[name], took["python"])]
+              for name in ("tcl", "calls")}
+    return {"ms": {name: statistics.median(ns) / steps / 1e6 for name, ns in took.items()},
+            "ratio": {name: (statistics.median(r), min(r), max(r)) for name, r in ratios.items()},
             "tcl": pieces_us(stamps["tcl"]), "python": pieces_us(stamps["python"])}
 
 
 def table(device, rounds, steps, m):
     target = TARGETS[device]
+
+    def against_python(label, name, target_cell, met_cell):
+        ratio, low, high = m["ratio"][name]
+        return (f"| {label} | {m['ms'][name]:.3f} | {m['ms']['python']:.3f} | "
+                f"{ratio:.3f}x ({low:.3f}-{high:.3f}) | {target_cell} | {met_cell} |")
     rows = [f"### {device}", "",
             f"{rounds} rounds of {steps} steps of each; the model: "
             + ("2 linear layers of width 32, a batch of 16, one thread" if device == "cpu"
                else "9 linear layers of width 1024, a batch of 512") + ".", "",
             "| measure | tclamp (Tcl) | pure Python | ratio (lowest-highest) | target | met |",
             "|---|---|---|---|---|---|",
-            f"| one step (ms, median) | {m['tcl_ms']:.3f} | {m['python_ms']:.3f} | "
-            f"{m['ratio']:.3f}x ({m['low']:.3f}-{m['high']:.3f}) | {target:.2f}x | "
-            f"{'yes' if m['ratio'] <= target else 'no'} |",
-            f"| the floor: six `::py::call`s of the step's pieces (ms, median) | "
-            f"{m['calls_ms']:.3f} | {m['python_ms']:.3f} | {m['calls_ratio']:.3f}x "
-            f"({m['calls_low']:.3f}-{m['calls_high']:.3f}) |  |  |", "",
+            against_python("one step (ms, median)", "tcl", f"{target:.2f}x",
+                           "yes" if m["ratio"]["tcl"][0] <= target else "no"),
+            against_python("the floor: six `::py::call`s of the step's pieces (ms, median)",
+                           "calls", "", ""), "",
             "Each piece inside the step (µs, median of the stamped steps):", "",
             "| piece | Tcl runs | Python runs | Tcl µs | Python µs | over Python | target | met |",
             "|---|---|---|---|---|---|---|---|"]
