@@ -10,11 +10,16 @@ ratio is the median of the rounds' ratios, with its spread (lowest and
 highest).  A third step runs in the same rounds: the same pieces as six
 Python functions, each called from Tcl (`::py::call`) and keeping the
 step's tensors in Python, with no torch:: command, handle or scope.  It is
-the floor of any step that Tcl drives one piece at a time.  Then the first
-two run once more with a time stamp between the step's pieces, which gives
-each piece's cost inside the step (a command costs more there than in a
-tight loop: the step's own work evicts it from the caches); the stamps'
-own cost is measured in the same steps and taken off.
+the floor of any step that Tcl drives one piece at a time.  Then the three
+run again, in short turns, with a time stamp between the step's pieces,
+which gives each piece's cost inside the step (a command costs more there
+than in a tight loop: the step's own work evicts it from the caches); the
+stamps' own cost is measured in the same steps and taken off.  The floor's
+pieces show what a bare return to Tcl costs at each place in the step, and
+so what a command, handle or scope adds above that.  The stamped steps run
+in `STAMP_RUNS` tclsh processes: a piece's cost moves between processes
+more than within one, so each piece is the median over the processes, with
+the lowest and highest.
 --profile prints cProfile's view of the Tcl-driven step (inside tclsh).
 
 Writes its section of bench/RESULTS.md, one table per device.
@@ -32,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 TARGETS = {"cpu": 1.05, "cuda": 1.02}
 COMMAND_TARGET_US = 2.0       # each torch:: command over its torch call, in the step
 SCOPE_TARGET_US = 5.0
+STAMP_RUNS = 3                # tclsh processes that stamp the pieces (the timed one too)
 # (piece, what the Tcl step runs, what the Python step runs, its target)
 PIECES = (
     ("scope", "`py scope {...}`", "(deleting the step's tensors)", SCOPE_TARGET_US),
@@ -46,6 +52,17 @@ PIECES = (
      COMMAND_TARGET_US),
     ("update", "`torch::grad_scaler_update $scaler`", "`scaler.update()`", COMMAND_TARGET_US),
 )
+# The same pieces as the floor can stamp them: its autocast block is inside
+# its forward call, and the step's tensors go in its last call (in the Tcl
+# step, when the scope ends).
+FLOOR_PIECES = (
+    ("zero_grad", ("zero_grad",)),
+    ("the autocast block with its forward pass", ("block", "forward")),
+    ("scale", ("scale",)),
+    ("backward", ("backward",)),
+    ("step", ("step",)),
+    ("update, with the step's tensors going (the scope's end)", ("update", "scope")),
+)
 HOW = ("How to reproduce: `make setup`, then `.venv/bin/python bench/train_step.py` "
        "(`--quick` for fewer rounds; `--device cuda` on a GPU machine, where "
        "`make gpu-check` runs it too).")
@@ -59,10 +76,11 @@ def tcl_env():
     return dict(os.environ, TCLLIBPATH=" ".join(paths), TCLAMP_PYTHON=sys.executable)
 
 
-def run_tcl(tclsh, device, rounds, steps, profile=False):
+def run_tcl(tclsh, device, rounds, steps, mode=""):
+    """train_step.tcl's output; mode: "" (rounds, then stamps), "stamps" or "profile"."""
     script = HERE / "train_step.tcl"
     return subprocess.run([tclsh, str(script), device, str(rounds), str(steps)]
-                          + (["profile"] if profile else []), env=tcl_env(),
+                          + ([mode] if mode else []), env=tcl_env(),
                           capture_output=True, text=True, check=True).stdout
 
 
@@ -83,23 +101,43 @@ def pieces_us(rows):
     return {name: statistics.median(values) / 1000 for name, values in found.items()}
 
 
-def measure(tclsh, device, rounds, steps):
-    out = run_tcl(tclsh, device, rounds, steps)
+def measure(tclsh, device, rounds, steps, stamp_runs):
+    outs = [run_tcl(tclsh, device, rounds, steps)]
+    outs += [run_tcl(tclsh, device, 0, steps, "stamps") for _ in range(stamp_runs - 1)]
     took = {"tcl": [], "python": [], "calls": []}     # ns of each round's steps
-    stamps = {"tcl": [], "python": []}
-    for line in out.splitlines():
-        kind, *values = line.split()
-        if kind == "round":
-            for name, ns in zip(took, map(int, values)):
-                took[name].append(ns)
-        elif kind in ("tcl_stamps", "python_stamps"):
-            stamps[kind.partition("_")[0]].append([int(v) for v in values])
+    runs = []                       # each process's pieces: {"tcl"|"python"|"calls": {piece: µs}}
+    for out in outs:
+        stamps = {"tcl": [], "python": [], "calls": []}
+        for line in out.splitlines():
+            kind, *values = line.split()
+            if kind == "round":
+                for name, ns in zip(took, map(int, values)):
+                    took[name].append(ns)
+            elif kind in ("tcl_stamps", "python_stamps", "calls_stamps"):
+                stamps[kind.partition("_")[0]].append([int(v) for v in values])
+        runs.append({step: pieces_us(rows) for step, rows in stamps.items()})
     # Each against Python: the median of the rounds' ratios, lowest, highest.
     ratios = {name: [ns / python for ns, python in zip(took[name], took["python"])]
               for name in ("tcl", "calls")}
+    # Each piece: the median over the processes, and the spread of its excess.
+    pieces = {}
+    for name, *_ in PIECES:
+        over = [run["tcl"][name] - run["python"][name] for run in runs]
+        pieces[name] = {step: statistics.median(run[step][name] for run in runs)
+                        for step in ("tcl", "python")}
+        pieces[name]["over"] = (statistics.median(over), min(over), max(over))
+    # Against the floor: each step's excess over Python, and Tcl's over the floor.
+    floor = {}
+    for label, names in FLOOR_PIECES:
+        excess = [{step: sum(run[step][name] - run["python"][name] for name in names)
+                   for step in ("tcl", "calls")} for run in runs]
+        above = [e["tcl"] - e["calls"] for e in excess]
+        floor[label] = {"tcl": statistics.median(e["tcl"] for e in excess),
+                        "calls": statistics.median(e["calls"] for e in excess),
+                        "above": (statistics.median(above), min(above), max(above))}
     return {"ms": {name: statistics.median(ns) / steps / 1e6 for name, ns in took.items()},
             "ratio": {name: (statistics.median(r), min(r), max(r)) for name, r in ratios.items()},
-            "tcl": pieces_us(stamps["tcl"]), "python": pieces_us(stamps["python"])}
+            "pieces": pieces, "floor": floor, "stamp_runs": len(runs)}
 
 
 def table(device, rounds, steps, m):
@@ -119,21 +157,36 @@ def table(device, rounds, steps, m):
                            "yes" if m["ratio"]["tcl"][0] <= target else "no"),
             against_python("the floor: six `::py::call`s of the step's pieces (ms, median)",
                            "calls", "", ""), "",
-            "Each piece inside the step (µs, median of the stamped steps):", "",
-            "| piece | Tcl runs | Python runs | Tcl µs | Python µs | over Python | target | met |",
+            f"Each piece inside the step (µs; in each of {m['stamp_runs']} tclsh processes the "
+            f"median of {steps} stamped steps of each, then the median over the "
+            "processes):", "",
+            "| piece | Tcl runs | Python runs | Tcl µs | Python µs | over Python "
+            "(lowest-highest process) | target | met |",
             "|---|---|---|---|---|---|---|---|"]
     for name, tcl_runs, python_runs, piece_target in PIECES:
-        over = m["tcl"][name] - m["python"][name]
+        piece = m["pieces"][name]
+        over, low, high = piece["over"]
         met = "" if piece_target is None else "yes" if over <= piece_target else "no"
-        rows.append(f"| {name} | {tcl_runs} | {python_runs} | {m['tcl'][name]:.1f} | "
-                    f"{m['python'][name]:.1f} | {over:+.1f} | "
+        rows.append(f"| {name} | {tcl_runs} | {python_runs} | {piece['tcl']:.1f} | "
+                    f"{piece['python']:.1f} | {over:+.1f} ({low:+.1f} to {high:+.1f}) | "
                     f"{'' if piece_target is None else f'{piece_target:g} µs'} | {met} |")
+    rows += ["", "Against the floor (µs, medians over the same processes): the floor runs "
+             "each piece as one `::py::call` of a Python function, so its excess is what a "
+             "return to Tcl costs at that place in the step, and the last column is what "
+             "tclamp's command, handle or scope adds above that.", "",
+             "| piece | Tcl over Python | floor over Python | Tcl over the floor "
+             "(lowest-highest process) |", "|---|---|---|---|"]
+    for label, _ in FLOOR_PIECES:
+        piece = m["floor"][label]
+        above, low, high = piece["above"]
+        rows.append(f"| {label} | {piece['tcl']:+.1f} | {piece['calls']:+.1f} | "
+                    f"{above:+.1f} ({low:+.1f} to {high:+.1f}) |")
     return "\n".join(rows)
 
 
 def profile_rows(tclsh, device, steps=500, rows=12):
     """The head of cProfile's table for the Tcl-driven step (inside tclsh)."""
-    lines = run_tcl(tclsh, device, 1, steps, profile=True).splitlines()
+    lines = run_tcl(tclsh, device, 1, steps, "profile").splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ncalls"))
     return (f"cProfile inside tclsh, {steps} Tcl-driven steps, by own time (Tcl and the "
             "bridge's C show under the Python function that entered them):\n\n```text\n"
@@ -161,12 +214,12 @@ def main():
         devices = ["cpu"]
     if options.profile:
         for device in devices:
-            print(run_tcl(options.tclsh, device, 1, 2000, profile=True))
+            print(run_tcl(options.tclsh, device, 1, 2000, "profile"))
         return
     rounds, steps = (5, 200) if options.quick else (21, 500)
     tables = []
     for device in devices:
-        m = measure(options.tclsh, device, rounds, steps)
+        m = measure(options.tclsh, device, rounds, steps, STAMP_RUNS)
         tables.append(table(device, rounds, steps, m) + "\n\n" + profile_rows(options.tclsh, device))
         print(tables[-1] + "\n", flush=True)
     header = (f"## README's training step, Tcl against pure Python (bench/train_step.py)\n\n"

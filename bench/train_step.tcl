@@ -1,13 +1,17 @@
 # The README's float16 training step, driven from Tcl, beside the same step
-# written in Python, in this one process, on the same model, optimizer and
-# scaler; bench/train_step.py runs it and reads what it prints.
-#     tclsh train_step.tcl device rounds steps ?profile?
+# written in Python and the floor (the step's pieces as six Python functions,
+# each called from Tcl), in this one process, on the same model, optimizer
+# and scaler; bench/train_step.py runs it and reads what it prints.
+#     tclsh train_step.tcl device rounds steps ?profile|stamps?
 # Each round times `steps` steps of each (wall time, the device synchronized
-# at both ends), the two taking turns and starting in turn; then one
-# instrumented round stamps the time between the step's pieces in both.
-# With "profile", cProfile's view of `steps` Tcl-driven steps instead.
+# at both ends), the three taking turns and starting in turn; then `steps`
+# instrumented steps of each stamp the time between the step's pieces, in
+# chunks of 25 ordered Tcl, Python, floor, floor, Python, Tcl, again and
+# again, so that a drift or a burst in the machine's speed weighs on all
+# three alike.  With "stamps", only those;
+# with "profile", cProfile's view of `steps` Tcl-driven steps instead.
 package require tclamp
-lassign $argv device rounds steps profile
+lassign $argv device rounds steps mode
 
 py exec [string map [list DEVICE $device] {
 import time
@@ -182,11 +186,32 @@ proc tcl_stamped {n} {
     return $rows
 }
 
+# The floor's six calls, stamped where tcl_stamped stamps the same pieces
+# (its autocast block is inside piece_forward, and the step's tensors go in
+# piece_update).
+proc calls_stamped {n} {
+    set rows {}
+    for {set i 0} {$i < $n} {incr i} {
+        set s [list [::py::call now] [::py::call now]]
+        ::py::call piece_zero_grad
+        lappend s [::py::call now] [::py::call now]
+        ::py::call piece_forward
+        lappend s [::py::call now] [::py::call now]
+        foreach piece {scale backward step update} {
+            ::py::call piece_$piece
+            lappend s [::py::call now]
+        }
+        lappend s [::py::call now] [::py::call now]
+        lappend rows $s
+    }
+    return $rows
+}
+
 # Warm-up: torch's first calls, the bridge's remembered plans, the caches.
 tcl_steps 50
 tcl_steps 50 calls_step
 py call python_steps 50
-if {$profile eq "profile"} {
+if {$mode eq "profile"} {
     py exec {import cProfile, pstats; profiler = cProfile.Profile()}
     py call profiler.enable
     tcl_steps $steps
@@ -201,18 +226,27 @@ set runs {
     python {py call python_steps $steps}
     calls {tcl_steps $steps calls_step}
 }
-for {set round 0} {$round < $rounds} {incr round} {
-    set first [expr {2 * ($round % 3)}]
-    set order [concat [lrange $runs $first end] [lrange $runs 0 $first-1]]
-    foreach {name run} $order {
-        set took($name) [eval $run]
+if {$mode ne "stamps"} {
+    for {set round 0} {$round < $rounds} {incr round} {
+        set first [expr {2 * ($round % 3)}]
+        set order [concat [lrange $runs $first end] [lrange $runs 0 $first-1]]
+        foreach {name run} $order {
+            set took($name) [eval $run]
+        }
+        puts "round $took(tcl) $took(python) $took(calls)"
     }
-    puts "round $took(tcl) $took(python) $took(calls)"
 }
-foreach row [tcl_stamped $steps] {
-    puts "tcl_stamps $row"
-}
-foreach row [py call python_stamped $steps] {
-    puts "python_stamps $row"
+# The stamped steps, in chunks of 25 that take turns.
+for {set done 0} {$done < $steps} {incr done 50} {
+    foreach who {tcl python calls calls python tcl} {
+        switch $who {
+            tcl {set rows [tcl_stamped 25]}
+            python {set rows [py call python_stamped 25]}
+            calls {set rows [calls_stamped 25]}
+        }
+        foreach row $rows {
+            puts "${who}_stamps $row"
+        }
+    }
 }
 puts "scale [py call scaler.get_scale]"
