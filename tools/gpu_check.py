@@ -9,7 +9,8 @@ Unpacks Tcl into build/gpu-check-run/tcl, makes a venv there that sees
 the machine's own Python packages (torch) and holds the test tools, puts
 the wheel's bridge beside the checkout's Python modules (as `make setup`'s
 editable build does), then runs pytest on tests/ (the Tcl suite, the CUDA
-tier, the memory tests, everything else) and a memory diagnostic.  All
+tier, the memory tests, everything else; the tcltest files in a run of
+their own beside the rest) and a memory diagnostic.  All
 output also goes to OUT/gpu-check.log (OUT: the argument, else $OUT, else
 build/gpu-check-out); the last line is the summary.  Exit status 0 when
 nothing failed.
@@ -247,15 +248,44 @@ def sanity(env, log):
         raise SystemExit("gpu-check: the unpacked Tcl does not run tclamp (above)")
 
 
-def pytest_command(out):
+def pytest_runs(out):
+    """The pytest commands, each with its junit file.  With more than one
+    job, two runs side by side: the Python test files in parallel, each
+    file whole in one worker, and the tcltest files in one process.  Every
+    worker collects every file it could be given, and collecting a tcltest
+    file runs it in a tclsh that imports torch (seconds with a CUDA torch),
+    so the tcltest files are collected once, not once a worker."""
     jobs = int(os.environ.get("GPU_CHECK_JOBS") or min(8, (os.cpu_count() or 1) // 2))
     # pytest-timeout: a hung test fails alone, and the run still ends in time.
     command = [str(venv_python()), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs",
-               "--timeout=300", "--durations=15", f"--junitxml={out / 'pytest.xml'}", "tests"]
-    # Files in parallel, each whole in one worker (a tcltest file runs as one).
-    if jobs > 1:
-        command[3:3] = ["-n", str(jobs), "--dist", "loadfile"]
-    return command
+               "--timeout=300", "--durations=15"]
+    if jobs <= 1:
+        return [(command + [f"--junitxml={out / 'pytest.xml'}", "tests"], out / "pytest.xml")]
+    # Without pytest's python plugin only tclamp's takes files: its *.test
+    # (pyproject's tcltest_files), which the other run leaves out.
+    return [(command + ["-n", str(jobs), "--dist", "loadfile", "--ignore-glob=*.test",
+                        f"--junitxml={out / 'pytest.xml'}", "tests"], out / "pytest.xml"),
+            (command + ["-p", "no:python", f"--junitxml={out / 'pytest-tcltest.xml'}", "tests"],
+             out / "pytest-tcltest.xml")]
+
+
+def run_side_by_side(runs, env, log):
+    """Runs the commands at once; the first one's output goes to the log as
+    it comes, each other's (kept beside its junit file, .log) after it."""
+    others = []
+    for command, junit in runs[1:]:
+        kept = junit.with_suffix(".log")
+        with open(kept, "w", encoding="utf-8") as file:
+            others.append((command, kept, subprocess.Popen(
+                command, cwd=ROOT, env=dict(env, PYTHONUNBUFFERED="1"), stdout=file,
+                stderr=subprocess.STDOUT)))
+    log("$ " + " ".join(runs[0][0]))
+    run_logged(runs[0][0], env, log)
+    for command, kept, process in others:
+        process.wait()
+        log("$ " + " ".join(command))
+        for line in kept.read_text(encoding="utf-8", errors="replace").splitlines():
+            log(line)
 
 
 def run_logged(command, env, log):
@@ -400,10 +430,9 @@ def main(argv):
         log(f"gpu-check: the bench alone, in {time.monotonic() - started:.0f}s")
         return 0
     diagnostic = start_memory_diagnostic(env)
-    command = pytest_command(out)
-    log("$ " + " ".join(command))
-    run_logged(command, env, log)
-    passed, failed, skipped, xfailed = counts(out / "pytest.xml")
+    runs = pytest_runs(out)
+    run_side_by_side(runs, env, log)
+    passed, failed, skipped, xfailed = map(sum, zip(*(counts(junit) for _, junit in runs)))
     report_memory_diagnostic(diagnostic, log)
     log(f"gpu-check: {passed} passed, {failed} failed, {skipped} skipped, {xfailed} xfailed "
         f"in {time.monotonic() - started:.0f}s")
