@@ -9,8 +9,9 @@ Unpacks Tcl into build/gpu-check-run/tcl, makes a venv there that sees
 the machine's own Python packages (torch) and holds the test tools, puts
 the wheel's bridge beside the checkout's Python modules (as `make setup`'s
 editable build does), then runs pytest on tests/ (the Tcl suite, the CUDA
-tier, the memory tests, everything else; the tcltest files in a run of
-their own beside the rest) and a memory diagnostic.  All
+tier, the memory tests, everything else; where CPUs are left over, the
+tcltest files in a run of their own beside the rest) and a memory
+diagnostic.  All
 output also goes to OUT/gpu-check.log (OUT: the argument, else $OUT, else
 build/gpu-check-out); the last line is the summary.  Exit status 0 when
 nothing failed.
@@ -249,22 +250,27 @@ def sanity(env, log):
 
 
 def pytest_runs(out):
-    """The pytest commands, each with its junit file.  With more than one
-    job, two runs side by side: the Python test files in parallel, each
-    file whole in one worker, and the tcltest files in one process.  Every
-    worker collects every file it could be given, and collecting a tcltest
-    file runs it in a tclsh that imports torch (seconds with a CUDA torch),
-    so the tcltest files are collected once, not once a worker."""
-    jobs = int(os.environ.get("GPU_CHECK_JOBS") or min(8, (os.cpu_count() or 1) // 2))
+    """The pytest commands, each with its junit file: one run, the files in
+    parallel (each file whole in one worker) where there are jobs for it.
+    Every worker collects every file it could be given, and collecting a
+    tcltest file runs it in a tclsh that imports torch (45 s for them all
+    with a CUDA torch on the development machine, against 9 s for the
+    Python files).  So where CPUs are left over beside the workers and the
+    memory diagnostic, the tcltest files run in a pytest of their own,
+    beside the others, and are collected once."""
+    cpus = os.cpu_count() or 1
+    jobs = int(os.environ.get("GPU_CHECK_JOBS") or min(8, cpus // 2))
     # pytest-timeout: a hung test fails alone, and the run still ends in time.
     command = [str(venv_python()), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs",
                "--timeout=300", "--durations=15"]
-    if jobs <= 1:
-        return [(command + [f"--junitxml={out / 'pytest.xml'}", "tests"], out / "pytest.xml")]
+    parallel = ["-n", str(jobs), "--dist", "loadfile"] if jobs > 1 else []
+    if jobs <= 1 or cpus < jobs + 2:
+        return [(command + parallel + [f"--junitxml={out / 'pytest.xml'}", "tests"],
+                 out / "pytest.xml")]
     # Without pytest's python plugin only tclamp's takes files: its *.test
     # (pyproject's tcltest_files), which the other run leaves out.
-    return [(command + ["-n", str(jobs), "--dist", "loadfile", "--ignore-glob=*.test",
-                        f"--junitxml={out / 'pytest.xml'}", "tests"], out / "pytest.xml"),
+    return [(command + parallel + ["--ignore-glob=*.test", f"--junitxml={out / 'pytest.xml'}",
+                                   "tests"], out / "pytest.xml"),
             (command + ["-p", "no:python", f"--junitxml={out / 'pytest-tcltest.xml'}", "tests"],
              out / "pytest-tcltest.xml")]
 
