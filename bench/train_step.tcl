@@ -8,8 +8,8 @@
 # instrumented steps of each stamp the time between the step's pieces, in
 # chunks of 25 ordered Tcl, Python, floor, floor, Python, Tcl, again and
 # again, so that a drift or a burst in the machine's speed weighs on all
-# three alike.  With "stamps", only those;
-# with "profile", cProfile's view of `steps` Tcl-driven steps instead.
+# three alike.  With "stamps", only those; with "profile", cProfile's view
+# of `steps` Tcl-driven steps instead.
 package require tclamp
 lassign $argv device rounds steps mode
 
@@ -186,22 +186,30 @@ proc tcl_stamped {n} {
     return $rows
 }
 
-# The floor's six calls, stamped where tcl_stamped stamps the same pieces
-# (its autocast block is inside piece_forward, and the step's tensors go in
-# piece_update).
+# The floor's six calls, stamped where tcl_stamped stamps the same pieces,
+# each stamp as there (its autocast block is inside piece_forward, and the
+# step's tensors go in piece_update).
 proc calls_stamped {n} {
     set rows {}
     for {set i 0} {$i < $n} {incr i} {
-        set s [list [::py::call now] [::py::call now]]
+        set s [list [::py::call now]]
+        lappend s [::py::call now]
         ::py::call piece_zero_grad
-        lappend s [::py::call now] [::py::call now]
+        lappend s [::py::call now]
+        lappend s [::py::call now]
         ::py::call piece_forward
-        lappend s [::py::call now] [::py::call now]
-        foreach piece {scale backward step update} {
-            ::py::call piece_$piece
-            lappend s [::py::call now]
-        }
-        lappend s [::py::call now] [::py::call now]
+        lappend s [::py::call now]
+        lappend s [::py::call now]
+        ::py::call piece_scale
+        lappend s [::py::call now]
+        ::py::call piece_backward
+        lappend s [::py::call now]
+        ::py::call piece_step
+        lappend s [::py::call now]
+        ::py::call piece_update
+        lappend s [::py::call now]
+        lappend s [::py::call now]
+        lappend s [::py::call now]
         lappend rows $s
     }
     return $rows
