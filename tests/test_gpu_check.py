@@ -1,0 +1,88 @@
+"""gpu-check's pytest runs (tools/gpu_check.py): where CPUs are left over
+beside the workers, the tcltest files run in a pytest of their own beside
+the others, and then every test is in exactly one of the two runs, as
+pytest itself collects them; elsewhere there is one run of everything."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "tools"))
+import gpu_check  # noqa: E402  (a script, found in tools/)
+
+TCLTEST_FILE = """package require tcltest
+namespace import ::tcltest::*
+test {NAME}-1 {} -body {expr 1} -result 1
+test {NAME}-2 {} -body {expr 2} -result 2
+cleanupTests
+"""
+
+
+def runs_on(monkeypatch, tmp_path, cpus, jobs=None):
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    if jobs is None:
+        monkeypatch.delenv("GPU_CHECK_JOBS", raising=False)
+    else:
+        monkeypatch.setenv("GPU_CHECK_JOBS", str(jobs))
+    return gpu_check.pytest_runs(tmp_path)
+
+
+def selection(command):
+    """The words of a run's command that choose its tests: the files it
+    names, what it ignores, the plugins it turns off (not the cache)."""
+    words = command[command.index("pytest") + 1:]
+    chosen = []
+    for i, word in enumerate(words):
+        if word == "-p" and words[i + 1] != "no:cacheprovider":
+            chosen += ["-p", words[i + 1]]
+        elif word.startswith("--ignore-glob=") or (not word.startswith("-")
+                                                   and words[i - 1] not in ("-p", "-n", "--dist")):
+            chosen.append(word)
+    return chosen
+
+
+def collected(project, words):
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                        "--collect-only", "-q", *words], cwd=project, capture_output=True,
+                       text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return [line for line in r.stdout.splitlines() if "::" in line]
+
+
+def test_with_cpus_to_spare_the_tcltest_files_run_beside_the_rest_each_test_once(
+        monkeypatch, tmp_path):
+    runs = runs_on(monkeypatch, tmp_path, cpus=16)
+    assert [junit.name for _, junit in runs] == ["pytest.xml", "pytest-tcltest.xml"]
+    assert runs[0][0][runs[0][0].index("-n") + 1] == "8"
+    # A project shaped as tclamp's: Python and tcltest files, some in a folder.
+    project = tmp_path / "project"
+    (project / "tests" / "deeper").mkdir(parents=True)
+    (project / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\ntcltest_files = ["*.test"]\n')
+    for folder in (project / "tests", project / "tests" / "deeper"):
+        stem = folder.name
+        (folder / f"test_{stem}.py").write_text("def test_a():\n    pass\n")
+        (folder / f"{stem}.test").write_text(TCLTEST_FILE.replace("{NAME}", stem))
+    everything = collected(project, ["tests"])
+    python_run, tcltest_run = (collected(project, selection(command)) for command, _ in runs)
+    assert len(everything) == 6
+    assert sorted(python_run + tcltest_run) == sorted(everything)
+    assert all(re.search(r"\.test::", item) for item in tcltest_run) and len(tcltest_run) == 4
+    assert not any(re.search(r"\.test::", item) for item in python_run)
+
+
+@pytest.mark.parametrize("cpus, jobs, parallel", [(2, 2, ["-n", "2"]), (2, None, []),
+                                                  (4, 3, ["-n", "3"])])
+def test_without_cpus_to_spare_one_run_takes_everything(monkeypatch, tmp_path, cpus, jobs,
+                                                        parallel):
+    (command, junit), = runs_on(monkeypatch, tmp_path, cpus, jobs)
+    assert junit.name == "pytest.xml"
+    assert selection(command) == ["tests"]
+    assert ("-n" in command) == bool(parallel)
+    if parallel:
+        assert command[command.index("-n"):command.index("-n") + 2] == parallel
