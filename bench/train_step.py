@@ -101,6 +101,11 @@ def pieces_us(rows):
     return {name: statistics.median(values) / 1000 for name, values in found.items()}
 
 
+def median_and_spread(values):
+    values = list(values)
+    return statistics.median(values), min(values), max(values)
+
+
 def measure(tclsh, device, rounds, steps, stamp_runs):
     outs = [run_tcl(tclsh, device, rounds, steps)]
     outs += [run_tcl(tclsh, device, 0, steps, "stamps") for _ in range(stamp_runs - 1)]
@@ -125,7 +130,7 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
         over = [run["tcl"][name] - run["python"][name] for run in runs]
         pieces[name] = {step: statistics.median(run[step][name] for run in runs)
                         for step in ("tcl", "python")}
-        pieces[name]["over"] = (statistics.median(over), min(over), max(over))
+        pieces[name]["over"] = median_and_spread(over)
     # Against the floor: each step's excess over Python, and Tcl's over the floor.
     floor = {}
     for label, names in FLOOR_PIECES:
@@ -134,9 +139,9 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
         above = [e["tcl"] - e["calls"] for e in excess]
         floor[label] = {"tcl": statistics.median(e["tcl"] for e in excess),
                         "calls": statistics.median(e["calls"] for e in excess),
-                        "above": (statistics.median(above), min(above), max(above))}
+                        "above": median_and_spread(above)}
     return {"ms": {name: statistics.median(ns) / steps / 1e6 for name, ns in took.items()},
-            "ratio": {name: (statistics.median(r), min(r), max(r)) for name, r in ratios.items()},
+            "ratio": {name: median_and_spread(r) for name, r in ratios.items()},
             "pieces": pieces, "floor": floor, "stamp_runs": len(runs)}
 
 

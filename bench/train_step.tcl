@@ -227,14 +227,14 @@ if {$mode eq "profile"} {
     py exec {pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(30)}
     exit
 }
-# Each round runs the three (the README step, the Python step, and the six
-# calls) in this order, each round starting one further.
-set runs {
-    tcl {tcl_steps $steps}
-    python {py call python_steps $steps}
-    calls {tcl_steps $steps calls_step}
-}
 if {$mode ne "stamps"} {
+    # Each round runs the three (the README step, the Python step, and the
+    # six calls) in this order, each round starting one further.
+    set runs {
+        tcl {tcl_steps $steps}
+        python {py call python_steps $steps}
+        calls {tcl_steps $steps calls_step}
+    }
     for {set round 0} {$round < $rounds} {incr round} {
         set first [expr {2 * ($round % 3)}]
         set order [concat [lrange $runs $first end] [lrange $runs 0 $first-1]]

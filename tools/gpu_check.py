@@ -282,9 +282,7 @@ def run_side_by_side(runs, env, log):
     for command, junit in runs[1:]:
         kept = junit.with_suffix(".log")
         with open(kept, "w", encoding="utf-8") as file:
-            others.append((command, kept, subprocess.Popen(
-                command, cwd=ROOT, env=dict(env, PYTHONUNBUFFERED="1"), stdout=file,
-                stderr=subprocess.STDOUT)))
+            others.append((command, kept, start(command, env, file)))
     log("$ " + " ".join(runs[0][0]))
     run_logged(runs[0][0], env, log)
     for command, kept, process in others:
@@ -294,10 +292,15 @@ def run_side_by_side(runs, env, log):
             log(line)
 
 
+def start(command, env, stdout, **options):
+    """The command in the checkout, its stderr with its stdout, unbuffered:
+    each line is in its output as soon as it is written."""
+    return subprocess.Popen(command, cwd=ROOT, env=dict(env, PYTHONUNBUFFERED="1"),
+                            stdout=stdout, stderr=subprocess.STDOUT, **options)
+
+
 def run_logged(command, env, log):
-    # Unbuffered: each line is in the log as soon as it is written.
-    process = subprocess.Popen(command, cwd=ROOT, env=dict(env, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, errors="replace")
+    process = start(command, env, subprocess.PIPE, text=True, errors="replace")
     for line in process.stdout:
         log(line.rstrip("\n"))
     return process.wait()
