@@ -6,10 +6,11 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import LONGEST_FIRST, ROOT
 
 sys.path.insert(0, str(ROOT / "tools"))
 import gpu_check  # noqa: E402  (a script, found in tools/)
@@ -45,11 +46,15 @@ def selection(command):
     return chosen
 
 
-def collected(project, words):
+def collected(project, words, **env):
+    """The tests that pytest collects, in order, as a serial run (not as the
+    xdist worker this test may run in) or with `env`."""
+    inherited = {name: value for name, value in os.environ.items()
+                 if name != "PYTEST_XDIST_WORKER"}
     r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
                         "--collect-only", "-q", *words], cwd=project, capture_output=True,
                        text=True, timeout=300,
-                       env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+                       env=dict(inherited, PYTHONPATH=str(ROOT / "src"), **env))
     assert r.returncode == 0, r.stdout + r.stderr
     return [line for line in r.stdout.splitlines() if "::" in line]
 
@@ -59,6 +64,7 @@ def test_with_cpus_to_spare_the_tcltest_files_run_beside_the_rest_each_test_once
     runs = runs_on(monkeypatch, tmp_path, cpus=16)
     assert [junit.name for _, junit in runs] == ["pytest.xml", "pytest-tcltest.xml"]
     assert runs[0][0][runs[0][0].index("-n") + 1] == "8"
+    assert "--no-loadscope-reorder" in runs[0][0]
     # A project shaped as tclamp's: Python and tcltest files, some in a folder.
     project = tmp_path / "project"
     (project / "tests" / "deeper").mkdir(parents=True)
@@ -86,3 +92,22 @@ def test_without_cpus_to_spare_one_run_takes_everything(monkeypatch, tmp_path, c
     assert ("-n" in command) == bool(parallel)
     if parallel:
         assert command[command.index("-n"):command.index("-n") + 2] == parallel
+        assert "--no-loadscope-reorder" in command     # conftest's LONGEST_FIRST order
+
+
+def test_an_xdist_worker_collects_the_longest_files_first():
+    """gpu-check hands out files in the order its workers collect them:
+    conftest's LONGEST_FIRST, then the rest, each file's tests in order."""
+    assert all((ROOT / "tests" / name).is_file() for name in LONGEST_FIRST)
+    files = ["tests/test_install.py", "tests/test_lifetimes.py", "tests/test_exit.py",
+             "tests/test_prompt.py"]
+    plain = collected(ROOT, files)
+    worker = collected(ROOT, files, PYTEST_XDIST_WORKER="gw0")
+    assert sorted(worker) == sorted(plain) and len(plain) > 20
+    first = sorted(files, key=lambda f: LONGEST_FIRST.index(Path(f).name)
+                   if Path(f).name in LONGEST_FIRST else len(LONGEST_FIRST))
+    assert first[:3] == ["tests/test_prompt.py", "tests/test_exit.py", "tests/test_lifetimes.py"]
+    assert list(dict.fromkeys(item.split("::")[0] for item in worker)) == first
+    for name in files:
+        assert ([item for item in worker if item.startswith(name + "::")]
+                == [item for item in plain if item.startswith(name + "::")])

@@ -263,7 +263,10 @@ def pytest_runs(out):
     # pytest-timeout: a hung test fails alone, and the run still ends in time.
     command = [str(venv_python()), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs",
                "--timeout=300", "--durations=15"]
-    parallel = ["-n", str(jobs), "--dist", "loadfile"] if jobs > 1 else []
+    # Each file whole in one worker, handed out in the order collected
+    # (conftest's LONGEST_FIRST), not by how many tests each has.
+    parallel = (["-n", str(jobs), "--dist", "loadfile", "--no-loadscope-reorder"]
+                if jobs > 1 else [])
     if jobs <= 1 or cpus < jobs + 2:
         return [(command + parallel + [f"--junitxml={out / 'pytest.xml'}", "tests"],
                  out / "pytest.xml")]
