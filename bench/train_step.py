@@ -16,7 +16,10 @@ which gives each piece's cost inside the step (a command costs more there
 than in a tight loop: the step's own work evicts it from the caches); the
 stamps' own cost is measured in the same steps and taken off.  The floor's
 pieces show what a bare return to Tcl costs at each place in the step, and
-so what a command, handle or scope adds above that.  The stamped steps run
+so what a command, handle or scope adds above that; and, as each floor
+piece's function also times itself from inside, how much of that return is
+torch's own work running slower between calls from Tcl, and how much the
+call itself.  The stamped steps run
 in `STAMP_RUNS` tclsh processes: a piece's cost moves between processes
 more than within one, so each piece is the median over the processes, with
 the lowest and highest.
@@ -101,6 +104,13 @@ def pieces_us(rows):
     return {name: statistics.median(values) / 1000 for name, values in found.items()}
 
 
+def inner_us(rows):
+    """Median µs of each floor piece timed inside its Python function (see
+    inner_stamped), less the timing's own cost (the row's last, empty)."""
+    return {label: statistics.median(row[i] - row[6] for row in rows) / 1000
+            for i, (label, _) in enumerate(FLOOR_PIECES)}
+
+
 def median_and_spread(values):
     values = list(values)
     return statistics.median(values), min(values), max(values)
@@ -110,17 +120,19 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
     outs = [run_tcl(tclsh, device, rounds, steps)]
     outs += [run_tcl(tclsh, device, 0, steps, "stamps") for _ in range(stamp_runs - 1)]
     took = {"tcl": [], "python": [], "calls": []}     # ns of each round's steps
-    runs = []                       # each process's pieces: {"tcl"|"python"|"calls": {piece: µs}}
+    runs = []       # each process's pieces: {"tcl"|"python"|"calls": {piece: µs}, "inner": ...}
     for out in outs:
-        stamps = {"tcl": [], "python": [], "calls": []}
+        stamps = {"tcl": [], "python": [], "calls": [], "inner": []}
         for line in out.splitlines():
             kind, *values = line.split()
             if kind == "round":
                 for name, ns in zip(took, map(int, values)):
                     took[name].append(ns)
-            elif kind in ("tcl_stamps", "python_stamps", "calls_stamps"):
+            elif kind in ("tcl_stamps", "python_stamps", "calls_stamps", "inner_stamps"):
                 stamps[kind.partition("_")[0]].append([int(v) for v in values])
+        inner = stamps.pop("inner")
         runs.append({step: pieces_us(rows) for step, rows in stamps.items()})
+        runs[-1]["inner"] = inner_us(inner)
     # Each against Python: the median of the rounds' ratios, lowest, highest.
     ratios = {name: [ns / python for ns, python in zip(took[name], took["python"])]
               for name in ("tcl", "calls")}
@@ -137,9 +149,15 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
         excess = [{step: sum(run[step][name] - run["python"][name] for name in names)
                    for step in ("tcl", "calls")} for run in runs]
         above = [e["tcl"] - e["calls"] for e in excess]
+        # The floor's excess, split: its Python code's own time over Python's
+        # (torch's work, slower between calls from Tcl), and the call.
+        own = [run["inner"][label] - sum(run["python"][name] for name in names)
+               for run in runs]
         floor[label] = {"tcl": statistics.median(e["tcl"] for e in excess),
                         "calls": statistics.median(e["calls"] for e in excess),
-                        "above": median_and_spread(above)}
+                        "above": median_and_spread(above),
+                        "own": median_and_spread(own),
+                        "call": median_and_spread(e["calls"] - o for e, o in zip(excess, own))}
     return {"ms": {name: statistics.median(ns) / steps / 1e6 for name, ns in took.items()},
             "ratio": {name: median_and_spread(r) for name, r in ratios.items()},
             "pieces": pieces, "floor": floor, "stamp_runs": len(runs)}
@@ -186,6 +204,18 @@ def table(device, rounds, steps, m):
         above, low, high = piece["above"]
         rows.append(f"| {label} | {piece['tcl']:+.1f} | {piece['calls']:+.1f} | "
                     f"{above:+.1f} ({low:+.1f} to {high:+.1f}) |")
+    rows += ["", "The floor's excess, split (µs, medians over the same processes): each "
+             "piece's Python function also timed itself from inside, in steps of their own "
+             "among the others, so its first column is what torch's own work costs over "
+             "the Python step's at that place when Tcl drives the step, and the second what "
+             "the call from Tcl and back costs.", "",
+             "| piece | floor over Python | its Python code over Python's (lowest-highest) "
+             "| the call (lowest-highest) |", "|---|---|---|---|"]
+    for label, _ in FLOOR_PIECES:
+        piece = m["floor"][label]
+        rows.append(f"| {label} | {piece['calls']:+.1f} | "
+                    + " | ".join("{:+.1f} ({:+.1f} to {:+.1f})".format(*piece[part])
+                                 for part in ("own", "call")) + " |")
     return "\n".join(rows)
 
 

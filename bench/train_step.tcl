@@ -6,10 +6,11 @@
 # Each round times `steps` steps of each (wall time, the device synchronized
 # at both ends), the three taking turns and starting in turn; then `steps`
 # instrumented steps of each stamp the time between the step's pieces, in
-# chunks of 25 ordered Tcl, Python, floor, floor, Python, Tcl, again and
-# again, so that a drift or a burst in the machine's speed weighs on all
-# three alike.  With "stamps", only those; with "profile", cProfile's view
-# of `steps` Tcl-driven steps instead.
+# chunks of 25 ordered Tcl, Python, floor, floor timed inside, the same
+# again, floor, Python, Tcl, again and again, so that a drift or a burst in
+# the machine's speed weighs on all of them alike.  With "stamps", only
+# those; with "profile", cProfile's view of `steps` Tcl-driven steps
+# instead.
 package require tclamp
 lassign $argv device rounds steps mode
 
@@ -83,6 +84,33 @@ def piece_update():
     global loss, scaled
     scaler.update()
     del loss, scaled        # the step's tensors go at its end, as in python_step
+
+
+# The floor's pieces once more, each timing its own Python code from inside
+# (and one that runs nothing, whose time is the timing's own): what torch's
+# work costs at each place in a step that Tcl drives, without the call from
+# Tcl and back.
+inner = []
+
+
+def timed(piece):
+    def run():
+        start = now()
+        piece()
+        inner.append(now() - start)
+    return run
+
+
+timed_zero_grad, timed_forward, timed_scale, timed_backward, timed_step, timed_update, \
+    timed_nothing = map(timed, (piece_zero_grad, piece_forward, piece_scale, piece_backward,
+                                piece_step, piece_update, lambda: None))
+
+
+def inner_rows():
+    """The times taken since the last call, a row of seven per step."""
+    global inner
+    rows, inner = [inner[i:i + 7] for i in range(0, len(inner), 7)], []
+    return rows
 
 
 def python_stamped(n):
@@ -215,6 +243,20 @@ proc calls_stamped {n} {
     return $rows
 }
 
+# The floor's calls of the pieces that time themselves.
+proc inner_stamped {n} {
+    for {set i 0} {$i < $n} {incr i} {
+        ::py::call timed_zero_grad
+        ::py::call timed_forward
+        ::py::call timed_scale
+        ::py::call timed_backward
+        ::py::call timed_step
+        ::py::call timed_update
+        ::py::call timed_nothing
+    }
+    py call inner_rows
+}
+
 # Warm-up: torch's first calls, the bridge's remembered plans, the caches.
 tcl_steps 50
 tcl_steps 50 calls_step
@@ -246,11 +288,12 @@ if {$mode ne "stamps"} {
 }
 # The stamped steps, in chunks of 25 that take turns.
 for {set done 0} {$done < $steps} {incr done 50} {
-    foreach who {tcl python calls calls python tcl} {
+    foreach who {tcl python calls inner inner calls python tcl} {
         switch $who {
             tcl {set rows [tcl_stamped 25]}
             python {set rows [py call python_stamped 25]}
             calls {set rows [calls_stamped 25]}
+            inner {set rows [inner_stamped 25]}
         }
         foreach row $rows {
             puts "${who}_stamps $row"
