@@ -163,6 +163,11 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
             "pieces": pieces, "floor": floor, "stamp_runs": len(runs)}
 
 
+def spread(triple):
+    """A median with its lowest and highest, in µs."""
+    return "{:+.1f} ({:+.1f} to {:+.1f})".format(*triple)
+
+
 def table(device, rounds, steps, m):
     target = TARGETS[device]
 
@@ -188,34 +193,31 @@ def table(device, rounds, steps, m):
             "|---|---|---|---|---|---|---|---|"]
     for name, tcl_runs, python_runs, piece_target in PIECES:
         piece = m["pieces"][name]
-        over, low, high = piece["over"]
+        over = piece["over"][0]
         met = "" if piece_target is None else "yes" if over <= piece_target else "no"
         rows.append(f"| {name} | {tcl_runs} | {python_runs} | {piece['tcl']:.1f} | "
-                    f"{piece['python']:.1f} | {over:+.1f} ({low:+.1f} to {high:+.1f}) | "
+                    f"{piece['python']:.1f} | {spread(piece['over'])} | "
                     f"{'' if piece_target is None else f'{piece_target:g} µs'} | {met} |")
+    against, split = [], []
+    for label, _ in FLOOR_PIECES:
+        piece = m["floor"][label]
+        against.append(f"| {label} | {piece['tcl']:+.1f} | {piece['calls']:+.1f} | "
+                       f"{spread(piece['above'])} |")
+        split.append(f"| {label} | {piece['calls']:+.1f} | {spread(piece['own'])} | "
+                     f"{spread(piece['call'])} |")
     rows += ["", "Against the floor (µs, medians over the same processes): the floor runs "
              "each piece as one `::py::call` of a Python function, so its excess is what a "
              "return to Tcl costs at that place in the step, and the last column is what "
              "tclamp's command, handle or scope adds above that.", "",
              "| piece | Tcl over Python | floor over Python | Tcl over the floor "
-             "(lowest-highest process) |", "|---|---|---|---|"]
-    for label, _ in FLOOR_PIECES:
-        piece = m["floor"][label]
-        above, low, high = piece["above"]
-        rows.append(f"| {label} | {piece['tcl']:+.1f} | {piece['calls']:+.1f} | "
-                    f"{above:+.1f} ({low:+.1f} to {high:+.1f}) |")
+             "(lowest-highest process) |", "|---|---|---|---|"] + against
     rows += ["", "The floor's excess, split (µs, medians over the same processes): each "
              "piece's Python function also timed itself from inside, in steps of their own "
              "among the others, so its first column is what torch's own work costs over "
              "the Python step's at that place when Tcl drives the step, and the second what "
              "the call from Tcl and back costs.", "",
              "| piece | floor over Python | its Python code over Python's (lowest-highest) "
-             "| the call (lowest-highest) |", "|---|---|---|---|"]
-    for label, _ in FLOOR_PIECES:
-        piece = m["floor"][label]
-        rows.append(f"| {label} | {piece['calls']:+.1f} | "
-                    + " | ".join("{:+.1f} ({:+.1f} to {:+.1f})".format(*piece[part])
-                                 for part in ("own", "call")) + " |")
+             "| the call (lowest-highest) |", "|---|---|---|---|"] + split
     return "\n".join(rows)
 
 
