@@ -107,7 +107,7 @@ def pieces_us(rows):
 def inner_us(rows):
     """Median µs of each floor piece timed inside its Python function (see
     inner_stamped), less the timing's own cost (the row's last, empty)."""
-    return {label: statistics.median(row[i] - row[6] for row in rows) / 1000
+    return {label: statistics.median(row[i] - row[-1] for row in rows) / 1000
             for i, (label, _) in enumerate(FLOOR_PIECES)}
 
 
