@@ -77,7 +77,7 @@ $(SETUP_STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check "setuptools>=68" wheel
 	@echo "== $(TORCH_SPEC), numpy and the test tools (torch is large: this takes a while)"
-	$(PY) -m pip install --disable-pip-version-check "$(TORCH_SPEC)" numpy pytest hypothesis pexpect
+	$(PY) -m pip install --disable-pip-version-check "$(TORCH_SPEC)" numpy pytest pytest-xdist hypothesis pexpect
 	echo '$(TORCH_SPEC)' > $(TORCH_RECORD)
 	touch $@
 

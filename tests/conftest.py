@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# gpu-check's schedule (its hook, for xdist, by its name here).
+from gpu_schedule import order_longest_first, pytest_xdist_make_scheduler  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # `make test` runs the suite: the tests' own make commands must behave as a
@@ -145,23 +148,11 @@ def torch_sees_gpu():
     return r.stdout.strip() == "True"
 
 
-# The files that take longest, longest first (the H100 gpu-check run of
-# issue 27: test_prompt.py 152 s, test_startup.py 118 s; the rest as a dry
-# run here ordered them).  gpu-check runs each file whole in one worker, in
-# the order the workers collect them (--no-loadscope-reorder): started
-# first, a long file does not end the run alone.
-LONGEST_FIRST = ("test_prompt.py", "test_startup.py", "test_handle_memory.py", "test_docs.py",
-                 "test_aten_attack.py", "test_plugin.py", "test_exit.py", "test_hosts.py",
-                 "test_ddp.py", "test_lifetimes.py")
-
-
 def pytest_collection_modifyitems(items):
     """The CUDA tier: tests marked cuda and the cases of cuda.test, skipped
     with the reason where torch sees no GPU.  In an xdist worker, the
-    longest files first (each file's tests keep their order)."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    longest files first."""
+    order_longest_first(items)
     tier = []
     for item in items:
         if item.path.name == "cuda.test":

@@ -2,7 +2,8 @@
 beside the workers, the tcltest files run in a pytest of their own beside
 the others, and then every test is in exactly one of the two runs, as
 pytest itself collects them; elsewhere there is one run of everything.
-Its workers collect the longest files first (conftest's LONGEST_FIRST)."""
+Its workers take the longest files first, the long files' tests one at a
+time (gpu_schedule.py)."""
 import os
 import re
 import subprocess
@@ -10,7 +11,8 @@ import sys
 
 import pytest
 
-from conftest import LONGEST_FIRST, ROOT
+from conftest import ROOT
+from gpu_schedule import KEPT_WHOLE, LONGEST_FIRST
 
 sys.path.insert(0, str(ROOT / "tools"))
 import gpu_check  # noqa: E402  (a script, found in tools/)
@@ -92,12 +94,12 @@ def test_without_cpus_to_spare_one_run_takes_everything(monkeypatch, tmp_path, c
     assert ("-n" in command) == bool(parallel)
     if parallel:
         assert command[command.index("-n"):command.index("-n") + 2] == parallel
-        assert "--no-loadscope-reorder" in command     # conftest's LONGEST_FIRST order
+        assert "--no-loadscope-reorder" in command     # gpu_schedule's LONGEST_FIRST order
 
 
 def test_an_xdist_worker_collects_the_longest_files_first():
     """gpu-check hands out files in the order its workers collect them:
-    conftest's LONGEST_FIRST, then the rest, each file's tests in order."""
+    gpu_schedule's LONGEST_FIRST, then the rest, each file's tests in order."""
     assert all((ROOT / "tests" / name).is_file() for name in LONGEST_FIRST)
     files = ["tests/test_install.py", "tests/test_lifetimes.py", "tests/test_exit.py",
              "tests/test_prompt.py"]
@@ -110,3 +112,39 @@ def test_an_xdist_worker_collects_the_longest_files_first():
     for name in files:
         assert ([item for item in worker if item.startswith(name + "::")]
                 == [item for item in plain if item.startswith(name + "::")])
+
+
+WIDE_FIXTURE = re.compile(r"""scope=["'](module|class|package|session)|def setup_module|"""
+                          r"""def setup_class|def setUpClass""")
+
+
+def test_the_long_files_tests_go_out_one_at_a_time(tmp_path):
+    """Under gpu-check's options, a long file's tests are shared among the
+    workers, and go out first; a file kept whole and the other files go
+    to one worker each.  Each long file shared out that way has no
+    fixture that outlives a test (each worker would set it up again)."""
+    for name in LONGEST_FIRST:
+        if name not in KEPT_WHOLE:
+            assert not WIDE_FIXTURE.search((ROOT / "tests" / name).read_text()), name
+    assert all(WIDE_FIXTURE.search((ROOT / "tests" / name).read_text()) for name in KEPT_WHOLE)
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    cases = "".join(f"def test_{n}():\n    pass\n" for n in range(4))
+    for name in ("test_other.py", KEPT_WHOLE[0], LONGEST_FIRST[0]):
+        (tests / name).write_text(cases)
+    inherited = {name: value for name, value in os.environ.items()
+                 if name != "PYTEST_XDIST_WORKER"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                        "-p", "gpu_schedule", "-v", "-n", "2", "--dist", "loadfile",
+                        "--no-loadscope-reorder", "tests"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300,
+                       env=dict(inherited, PYTHONPATH=str(ROOT / "tests")))
+    assert r.returncode == 0, r.stdout + r.stderr
+    ran = re.findall(r"\[(gw\d)\] .*PASSED tests/(\S+)::(test_\d)", r.stdout)
+    assert len(ran) == 12, r.stdout
+    workers = {name: {worker for worker, file, _ in ran if file == name}
+               for name in ("test_other.py", KEPT_WHOLE[0], LONGEST_FIRST[0])}
+    assert workers[LONGEST_FIRST[0]] == {"gw0", "gw1"}
+    assert len(workers[KEPT_WHOLE[0]]) == 1 and len(workers["test_other.py"]) == 1
+    for worker in ("gw0", "gw1"):
+        assert [file for w, file, _ in ran if w == worker][0] == LONGEST_FIRST[0]

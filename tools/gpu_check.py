@@ -250,8 +250,8 @@ def sanity(env, log):
 
 
 def pytest_runs(out):
-    """The pytest commands, each with its junit file: one run, the files in
-    parallel (each file whole in one worker) where there are jobs for it.
+    """The pytest commands, each with its junit file: one run, in parallel
+    where there are jobs for it (tests/gpu_schedule.py shares it out).
     Every worker collects every file it could be given, and collecting a
     tcltest file runs it in a tclsh that imports torch (45 s for them all
     with a CUDA torch on the development machine, against 9 s for the
@@ -263,8 +263,9 @@ def pytest_runs(out):
     # pytest-timeout: a hung test fails alone, and the run still ends in time.
     command = [str(venv_python()), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs",
                "--timeout=300", "--durations=15"]
-    # Each file whole in one worker, handed out in the order collected
-    # (conftest's LONGEST_FIRST), not by how many tests each has.
+    # Each file whole in one worker, except the long files' tests, one at a
+    # time; handed out in the order collected, the longest files first, not
+    # by how many tests each has (tests/gpu_schedule.py).
     parallel = (["-n", str(jobs), "--dist", "loadfile", "--no-loadscope-reorder"]
                 if jobs > 1 else [])
     if jobs <= 1 or cpus < jobs + 2:

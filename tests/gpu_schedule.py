@@ -1,0 +1,57 @@
+"""How gpu-check shares the suite among its workers (tools/gpu_check.py
+runs `pytest -n 8 --dist loadfile --no-loadscope-reorder`), as pytest
+hooks that conftest.py takes in.  The files that take longest go out
+first; those whose tests stand alone go out a test at a time, the rest
+whole, so that no long file ends the run alone on one worker.  A run
+without xdist (`make test`, the matrix) is not changed."""
+import os
+
+import pytest
+
+# The files that take longest, longest first (the H100 gpu-check run of
+# issue 27: test_prompt.py 152 s, test_startup.py 118 s; the rest as a
+# dry run here ordered them).
+LONGEST_FIRST = ("test_prompt.py", "test_startup.py", "test_handle_memory.py", "test_docs.py",
+                 "test_aten_attack.py", "test_plugin.py", "test_exit.py", "test_hosts.py",
+                 "test_ddp.py", "test_lifetimes.py")
+# Of those, the files whose tests share a fixture wider than one test
+# (test_plugin.py's module fixture runs pytest once for several of them):
+# handed out a test at a time, each worker would run it again.
+KEPT_WHOLE = ("test_plugin.py",)
+
+
+def order_longest_first(items):
+    """In an xdist worker, the collection with the longest files first
+    (a stable sort: each file's tests keep their order)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def work_unit(nodeid):
+    """What a test goes out to a worker with: alone, where it is one of a
+    long file's tests that stand alone; else its whole file."""
+    file = nodeid.split("::", 1)[0]
+    name = file.rsplit("/", 1)[-1]
+    return nodeid if name in LONGEST_FIRST and name not in KEPT_WHOLE else file
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with work_unit's units (xdist's own scheduler for
+    files, told where a unit ends)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongFilesSpread(LoadFileScheduling):
+        def _split_scope(self, nodeid):
+            return work_unit(nodeid)
+
+    return LongFilesSpread(config, log)
+
+
+def pytest_collection_modifyitems(items):
+    """Loaded as a plugin of its own (`-p gpu_schedule`, as test_gpu_check
+    does in a project of its own); conftest.py calls order_longest_first."""
+    order_longest_first(items)
