@@ -306,10 +306,14 @@ def test_a_word_whose_reading_raises_does_not_hide_a_mixed_flag(interp, command,
 
 
 CROSS_THREAD = textwrap.dedent("""
+    import sys
     import threading
     import tclamp
     from tclamp import _bridge
 
+    # b spins with the GIL, which a takes back twice a run: at Python's
+    # 5 ms switch interval the 20000 runs took over 3 minutes.
+    sys.setswitchinterval(1e-5)
     box = {}
     stop = threading.Event()
     refused = []
