@@ -44,6 +44,28 @@ OPTIMIZER = Param("optimizer", ("-optimizer",),
 TENSOR = Param("tensor", ("-tensor",), convert=handle_of("tensor", torch.Tensor))
 MISSING_HANDLES = "Missing required parameter: {}"
 POSITIVE = number_between(0.0, float("inf"))
+# What torch can store: the scale lives in a float32 tensor, the growth
+# tracker in an int32 one, and growth_interval goes to C++ as an int64.
+# Beyond them torch fails later, or half-way through loading a state.
+FLOAT32_MAX = torch.finfo(torch.float32).max
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def at_most(convert, limit, invalid):
+    """`convert`, refusing a value above `limit` with "<invalid> must be
+    at most <limit>"."""
+    def check(word):
+        value = convert(word)
+        if value > limit:
+            raise UsageError("INVALID_VALUE", f"{invalid} must be at most {limit!r}")
+        return value
+    return check
+
+
+def scale_param(name, flags, default, invalid_start):
+    return Param(name, flags, default, convert=at_most(POSITIVE, FLOAT32_MAX, invalid_start),
+                 invalid=f"{invalid_start} must be a positive number")
 
 
 def handles_signature(command, *params, check=None):
@@ -70,11 +92,15 @@ def non_negative_int(word):
 
 # torch.amp.GradScaler.state_dict()'s keys, each with its rule.
 STATE_RULES = {
-    "scale": (POSITIVE, "a positive number"),
+    "scale": (at_most(POSITIVE, FLOAT32_MAX, "Invalid scaler state: scale"),
+              "a positive number"),
     "growth_factor": (number_between(1.0, float("inf")), "a number greater than 1"),
     "backoff_factor": (number_between(0.0, 1.0), "a number between 0 and 1"),
-    "growth_interval": (positive_int, "a positive integer"),
-    "_growth_tracker": (non_negative_int, "a non-negative integer"),
+    "growth_interval": (at_most(positive_int, INT64_MAX, "Invalid scaler state: growth_interval"),
+                        "a positive integer"),
+    "_growth_tracker": (at_most(non_negative_int, INT32_MAX,
+                                "Invalid scaler state: _growth_tracker"),
+                        "a non-negative integer"),
 }
 NOT_A_STATE = ("Invalid scaler state: expected a dict with the keys "
                + ", ".join(STATE_RULES))
@@ -127,9 +153,8 @@ def plan_free(scaler):
 
 COMMANDS = (
     Command("grad_scaler_new", "gradScalerNew",
-            Signature((Param("init_scale", flags("init_scale", "initScale"), 65536.0,
-                             convert=POSITIVE,
-                             invalid="Invalid init_scale: must be a positive number"),
+            Signature((scale_param("init_scale", flags("init_scale", "initScale"), 65536.0,
+                                   "Invalid init_scale:"),
                        Param("growth_factor", flags("growth_factor", "growthFactor"), 2.0,
                              convert=number_between(1.0, float("inf")),
                              invalid="Invalid growth_factor: must be a number greater than 1"),
@@ -137,7 +162,7 @@ COMMANDS = (
                              convert=number_between(0.0, 1.0),
                              invalid="Invalid backoff_factor: must be a number between 0 and 1"),
                        Param("growth_interval", flags("growth_interval", "growthInterval"), 2000,
-                             convert=positive_int,
+                             convert=at_most(positive_int, INT64_MAX, "Invalid growth_interval:"),
                              invalid="Invalid growth_interval: must be a positive integer"),
                        Param("device", ("-device", "-device_type"), None, convert=autocast_device,
                              invalid=INVALID_DEVICE, named_only=True),
@@ -155,9 +180,8 @@ COMMANDS = (
             handles_signature("grad_scaler_unscale", SCALER, OPTIMIZER),
             MethodCall("unscale_", "scaler unscaled")),
     Command("grad_scaler_update", "gradScalerUpdate",
-            Signature((SCALER, Param("new_scale", ("-new_scale", "-newScale"), None,
-                                     convert=POSITIVE,
-                                     invalid="Invalid new_scale: must be a positive number")),
+            Signature((SCALER, scale_param("new_scale", ("-new_scale", "-newScale"), None,
+                                           "Invalid new_scale:")),
                       "Usage: torch::grad_scaler_update scaler [new_scale]",
                       missing=(MISSING_HANDLES.format("scaler"),) * 2),
             MethodCall("update", "scaler updated")),
