@@ -1,5 +1,6 @@
 """The errors that cross the bridge, and how a Python exception reads in Tcl."""
 import gc
+import inspect
 import os
 import sys
 import traceback
@@ -48,7 +49,12 @@ def wrong_args(usage):
 def user_frames(tb):
     """The traceback's text without tclamp's own outer frames (py eval,
     py call), which say nothing about the user's code."""
-    frames = traceback.extract_tb(tb)
+    try:
+        frames = traceback.extract_tb(tb)
+    except Exception:       # a module's loader failed to give its source: no lines
+        frames = traceback.StackSummary.from_list(
+            [(frame.f_code.co_filename, lineno, frame.f_code.co_name, "")
+             for frame, lineno in traceback.walk_tb(tb)])
     start = 0
     while start < len(frames) - 1 and frames[start].filename.startswith(f"{PACKAGE_DIR}{os.sep}"):
         start += 1
@@ -68,7 +74,7 @@ def describe_error(exc):
             tail += "\n    (passed through Python)\n" + frames
         return exc.result, exc.errorcode, tail
     name = type(exc).__name__
-    text = str(exc)
+    text = exception_text(exc)
     message = f"{name}: {text}" if text else name
     earlier = "".join(chained(exc))
     if not frames and not earlier:
@@ -77,6 +83,14 @@ def describe_error(exc):
     if frames:
         tail += "Python traceback (most recent call last):\n" + frames
     return message, ("PYTHON", name, text), tail.rstrip("\n")
+
+
+def exception_text(exc):
+    """str(exc), or what Python's own traceback says when that fails."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<exception str() failed>"
 
 
 CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
@@ -100,9 +114,15 @@ def chained(exc):
             return reversed(parts)
         seen.add(id(exc))
         frames = user_frames(exc.__traceback__)
-        text = str(exc)
+        text = exception_text(exc)
         block = ("Python traceback (most recent call last):\n" + frames + "\n" if frames else "")
         parts.append(block + type(exc).__name__ + (f": {text}" if text else "") + "\n" + link)
+
+
+# Code whose frame may be suspended, not finished: clearing a suspended
+# generator's or coroutine's frame ends it (Python 3.13 refuses to).
+SUSPENDABLE = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+               | inspect.CO_ITERABLE_COROUTINE)
 
 
 def release_frames(exc):
@@ -111,7 +131,8 @@ def release_frames(exc):
     local variables are cleared (traceback.clear_frames), and so is the
     closure of torch's Module._call_impl.inner, which holds the module and
     its arguments (the batch) where clearing frames does not reach: inner
-    is made for one call and never leaves it."""
+    is made for one call and never leaves it.  Generators' and coroutines'
+    frames are left as they are: one may be suspended, still in use."""
     inner = _torch_call_inner()
     seen = set()
     while exc is not None and id(exc) not in seen and len(seen) < 64:
@@ -119,6 +140,9 @@ def release_frames(exc):
         tb = exc.__traceback__
         while tb is not None:
             frame = tb.tb_frame
+            if frame.f_code.co_flags & SUSPENDABLE:
+                tb = tb.tb_next
+                continue
             # A frame holds its free variables' cells; the function, its
             # closure of the same cells.
             cells = ([cell for cell in gc.get_referents(frame) if type(cell) is types.CellType]
