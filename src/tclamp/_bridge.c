@@ -740,7 +740,8 @@ handle_named(InterpState *owner, Tcl_Obj *word)
     Tcl_Command token = Tcl_GetCommandFromObj(owner->interp, word);
     Tcl_CmdInfo info;
     if (token == NULL || !Tcl_GetCommandInfoFromToken(token, &info)
-            || info.objProc != handle_command || ((Handle *)info.objClientData)->owner != owner)
+            || info.objProc != handle_command || ((Handle *)info.objClientData)->owner != owner
+            || ((Handle *)info.objClientData)->gone)
         return NULL;
     return info.objClientData;
 }
@@ -749,8 +750,9 @@ handle_named(InterpState *owner, Tcl_Obj *word)
 static PyObject *
 arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
 {
+    const int renamed = owner != NULL && owner->renamed_handles > 0;
     if (obj->bytes == NULL && obj->typePtr == string_type && string_type != NULL
-            && !units_may_name_handle(obj))
+            && !renamed && !units_may_name_handle(obj))
         return str_from_units(obj);
     Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
@@ -780,6 +782,15 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
         if (PyErr_Occurred())
             Py_CLEAR(key);
         return key;
+    }
+    /* A handle the script renamed (`rename $h ::mymodel`) goes by its new
+       name, a command's full name, as it comes back from Python. */
+    if (renamed && len > 2 && s[0] == ':' && s[1] == ':') {
+        Handle *h = handle_named(owner, obj);
+        if (h != NULL) {
+            if (is_handle) *is_handle = 1;
+            return Py_NewRef(h->object);
+        }
     }
     return str_from_tcl(obj);
 }
@@ -1096,6 +1107,12 @@ static int
 handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     Handle *h = cd;
+    if (h->gone) {              /* called by a finalizer its deletion set off */
+        Tcl_SetObjResult(interp, Tcl_ObjPrintf("invalid command name \"%s\"",
+                                               Tcl_GetString(objv[0])));
+        Tcl_SetErrorCode(interp, "TCL", "LOOKUP", "COMMAND", Tcl_GetString(objv[0]), NULL);
+        return TCL_ERROR;
+    }
     if (objc < 2) {
         Tcl_WrongNumArgs(interp, 1, objv, "method ?arg ...?");
         return TCL_ERROR;
@@ -1176,20 +1193,26 @@ handle_deleted(ClientData cd)
     /* Out of the list first: the command is gone, whatever happens next. */
     h->gone = 1;
     unlink_handle(h);
+    if (h->renamed)
+        s->renamed_handles--;
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;                 /* Python is gone; so is the object */
     InterpState *outer = here.current;
     here.current = s;           /* a __del__ run now sees who released it */
-    /* Only our own entries go: a new handle may hold this name already (a
-       command renamed onto the next name is deleted when that one is made). */
     if (s->by_object != NULL && PyDict_GetItemWithError(s->by_object, h->id) == h->name
             && PyDict_DelItem(s->by_object, h->id) < 0)
         PyErr_Clear();
-    if (s->handles != NULL && PyDict_GetItemWithError(s->handles, h->name) == h->object
-            && PyDict_DelItem(s->handles, h->name) < 0)
-        PyErr_Clear();
+    /* The object goes last, once this handle is gone everywhere: Tcl finds
+       the command until this returns, and a finalizer may call it. */
+    PyObject *object = NULL;
+    if (s->handles != NULL && PyDict_GetItemWithError(s->handles, h->name) == h->object) {
+        object = Py_NewRef(h->object);
+        if (PyDict_DelItem(s->handles, h->name) < 0)
+            PyErr_Clear();
+    }
     PyErr_Clear();
+    Py_XDECREF(object);
     here.current = outer;
     lifetime_delete(&h->life);
     leave(&e);
@@ -1203,11 +1226,9 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
     Handle *h = cd;
     if (new_name == NULL || new_name[0] == '\0' || (flags & TCL_TRACE_DESTROYED))
         return;                 /* deletion: handle_deleted does the work */
-    h->renamed = !is_own_name(new_name, strlen(new_name), h->number);
-    /* Now the newest, as in the handles dict (docs/py.md: a handle renamed
-       away and back hides the ones made before it from a running scope). */
-    unlink_handle(h);
-    link_newest(h);
+    int renamed = !is_own_name(new_name, strlen(new_name), h->number);
+    h->owner->renamed_handles += renamed - h->renamed;
+    h->renamed = renamed;       /* it keeps its place among the handles made */
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;
@@ -1242,14 +1263,19 @@ make_handle(InterpState *owner, PyObject *value)
         return tcl_from_str(known);
     }
     /* The number is taken before anything that can run Python: the object
-       a handle renamed onto this name held goes when the name is stored,
-       and its finalizer may make handles too. */
+       of a handle renamed onto this name goes first, and its finalizer may
+       make handles too. */
     const unsigned long number = ++handles_made;
     char text[sizeof(HANDLE_PREFIX) + 20];
     const Py_ssize_t len = (Py_ssize_t)sizeof(HANDLE_PREFIX) - 1 + digits_of(number);
     memcpy(text, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1);
     write_digits(number, text + len);
     PyObject *name = PyErr_Occurred() ? NULL : PyUnicode_FromStringAndSize(text, len);
+    text[len] = '\0';
+    /* A handle renamed onto this name goes first, its command with it, as
+       any command there would when this one is made. */
+    if (name != NULL && PyDict_Contains(owner->handles, name) == 1)
+        Tcl_DeleteCommand(owner->interp, text);
     if (name == NULL || PyDict_SetItem(owner->handles, name, value) < 0
             || PyDict_SetItem(owner->by_object, id, name) < 0) {
         if (name != NULL && PyDict_DelItem(owner->handles, name) < 0)
@@ -1274,7 +1300,6 @@ make_handle(InterpState *owner, PyObject *value)
     h->id = id;
     h->number = number;
     link_newest(h);
-    text[len] = '\0';
     h->token = Tcl_CreateObjCommand(owner->interp, text, handle_command, h, handle_deleted);
     Tcl_TraceCommand(owner->interp, text, TCL_TRACE_RENAME, handle_renamed, h);
     return Tcl_NewStringObj(text, (Tcl_Size)len);

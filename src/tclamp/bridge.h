@@ -196,7 +196,8 @@ struct InterpState {
     PyObject *command_names;    /* Interp.call: name str -> its Tcl value, which
                                    keeps the command Tcl found */
     PyObject *codes[2];         /* py eval, py exec: source str -> code object */
-    struct Handle *newest;      /* live handles, newest first (->older): py scope's */
+    struct Handle *newest;      /* live handles, newest made first (->older): py scope's */
+    int renamed_handles;        /* live ones the script renamed (their names name them too) */
     struct ScopeFrame *scopes;  /* running py scopes, innermost first (->outer) */
     InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
     InterpState *prev, *next;   /* every state, for exit and cross-thread work */
