@@ -260,10 +260,6 @@ def test_renamed_handle_keeps_working_as_a_command(tmp_path_factory):
     assert line == "hello", r.report
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "arg_to_python looks up only names that start with ::py::obj, so a handle renamed to "
-    "any other name goes to Python as a str (and py release calls it no handle), although "
-    "handle_renamed keys it under its new name"))
 def test_renamed_handle_keeps_working_as_an_argument(tmp_path_factory):
     r, line = known_line("renamed-argument", tmp_path_factory)
     assert line == "Thing", r.report
