@@ -53,6 +53,9 @@ make_root() {
             unmount_all
             rm -rf --one-file-system "$root"
         fi
+        # A new machine may not have it: it is this machine's own Debian's.
+        command -v debootstrap >/dev/null ||
+            { apt-get update -qq && apt-get install -y -qq debootstrap; }
         debootstrap --variant=minbase --include="$packages" "$suite" "$root" "$(debian_archive)"
         copy_host_files
     fi
