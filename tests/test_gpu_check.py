@@ -48,16 +48,23 @@ def selection(command):
     return chosen
 
 
-def collected(project, words, **env):
-    """The tests that pytest collects, in order, as a serial run (not as the
-    xdist worker this test may run in) or with `env`."""
+def pytest_in(project, words, **env):
+    """A pytest run in `project` that passed, as a plain run (not as the
+    xdist worker this test may run in) or with `env`; tclamp and the
+    tests' modules (gpu_schedule) importable."""
     inherited = {name: value for name, value in os.environ.items()
                  if name != "PYTEST_XDIST_WORKER"}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                        "--collect-only", "-q", *words], cwd=project, capture_output=True,
-                       text=True, timeout=300,
-                       env=dict(inherited, PYTHONPATH=str(ROOT / "src"), **env))
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *words],
+                       cwd=project, capture_output=True, text=True, timeout=300,
+                       env=dict(inherited, PYTHONPATH=path, **env))
     assert r.returncode == 0, r.stdout + r.stderr
+    return r
+
+
+def collected(project, words, **env):
+    """The tests that pytest collects, in order, as a serial run or with `env`."""
+    r = pytest_in(project, ["--collect-only", "-q", *words], **env)
     return [line for line in r.stdout.splitlines() if "::" in line]
 
 
@@ -132,14 +139,8 @@ def test_the_long_files_tests_go_out_one_at_a_time(tmp_path):
     cases = "".join(f"def test_{n}():\n    pass\n" for n in range(4))
     for name in ("test_other.py", KEPT_WHOLE[0], LONGEST_FIRST[0]):
         (tests / name).write_text(cases)
-    inherited = {name: value for name, value in os.environ.items()
-                 if name != "PYTEST_XDIST_WORKER"}
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                        "-p", "gpu_schedule", "-v", "-n", "2", "--dist", "loadfile",
-                        "--no-loadscope-reorder", "tests"], cwd=tmp_path, capture_output=True,
-                       text=True, timeout=300,
-                       env=dict(inherited, PYTHONPATH=str(ROOT / "tests")))
-    assert r.returncode == 0, r.stdout + r.stderr
+    r = pytest_in(tmp_path, ["-p", "gpu_schedule", "-v", "-n", "2", "--dist", "loadfile",
+                             "--no-loadscope-reorder", "tests"])
     ran = re.findall(r"\[(gw\d)\] .*PASSED tests/(\S+)::(test_\d)", r.stdout)
     assert len(ran) == 12, r.stdout
     workers = {name: {worker for worker, file, _ in ran if file == name}
