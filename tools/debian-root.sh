@@ -99,7 +99,12 @@ run_inside() {
         LANG=C.UTF-8 PIP_CERT=/etc/ssl/certs/ca-certificates.crt "$@"
 }
 
+# Two stacks may want one root at once (CI's lanes): one makes it, the
+# other waits for it.
+exec 8>"$root.lock"
+flock 8
 make_root
+exec 8>&-
 case "${1:-}" in
     "") ;;
     run) shift; run_inside "$@" ;;

@@ -28,8 +28,9 @@ unset MAKEFLAGS MAKELEVEL MFLAGS MAKEOVERRIDES
 checkout=$PWD
 # One directory for every checkout on this machine, so that a fresh clone
 # (CI's) finds the environments (torch for each Python) that an earlier run
-# made; a run takes it whole (flock below), so two runs at once take turns
-# rather than share a copy or an environment.
+# made.  A run holds a stack's lock (flock below) while it runs that stack,
+# so that two runs at once (CI's two lanes, say) never share a copy or an
+# environment: they take turns at a stack both name.
 matrix_dir=${MATRIX_DIR:-/var/tmp/tclamp-matrix}
 trixie_root=${TRIXIE_ROOT:-/var/tmp/tclamp-trixie}
 sid_root=${SID_ROOT:-/var/tmp/tclamp-sid}
@@ -101,7 +102,8 @@ run_stack() {
     local stack=$1 base tree python make_args pytest_args suite root tclsh extra
     python=${PYTHONS[$stack]}
     # -rs: the log says why each skipped test was skipped.
-    pytest_args="-rs ${SLICES[$stack]}"
+    # --durations: the log says where the stack's time went.
+    pytest_args="-rs --durations=15 ${SLICES[$stack]}"
     make_args=(PYTHON="$python")
     [ -n "${TORCH[$stack]:-}" ] && make_args+=(TORCH_SPEC="${TORCH[$stack]}")
     base=$matrix_dir/$stack
@@ -136,14 +138,14 @@ for stack in "${stacks[@]}"; do
     [ -n "${PYTHONS[$stack]:-}" ] || { echo "unknown stack: $stack (stacks: ${ALL[*]})" >&2; exit 2; }
 done
 mkdir -p "$matrix_dir"
-exec 9>"$matrix_dir/.lock"
-flock -w 7200 9 || { echo "another make matrix holds $matrix_dir" >&2; exit 1; }
 summary=()
 failed=0
 for stack in "${stacks[@]}"; do
     log=$matrix_dir/$stack.log
     echo "== $stack: ${SLICES[$stack]:-?} (log: $log)"
     start=$SECONDS
+    exec 9>"$matrix_dir/$stack.lock"
+    flock -w 7200 9 || { echo "another make matrix holds $stack" >&2; exit 1; }
     run_stack "$stack" > "$log" 2>&1
     status=$?
     # One summary per Tcl the stack ran on.
