@@ -70,15 +70,18 @@ declare -A ROOTS=([trixie]=$trixie_root [sid]=$sid_root)
 #     CPython, the bridge's and autocast's tcltest files; 3.14 on Tcl 9.0
 #     also every other tcltest file and the ATen path (SLICES_TCL9);
 #   every stack with torch: each torch API point and ATen symbol tclamp uses.
+# all.tcl's own run of every tcltest file without pytest (two minutes or
+# more) is about Tcl, not Python: make test runs it, and the tcl9.0 stack.
+ALL_TCL_ELSEWHERE="--deselect tests/test_startup.py::test_all_tcl_runs_the_tcltest_files_without_pytest"
 declare -A SLICES=(
-    [py3.10]="tests/test_startup.py tests/test_python_face.py tests/test_hosts.py tests/test_threads.py tests/bridge.test"
+    [py3.10]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_hosts.py tests/test_threads.py tests/bridge.test"
     [py3.12]="tests/test_aten_path.py tests/test_hosts.py tests/test_exit.py tests/test_lifetimes.py tests/test_handles_and_values.py tests/test_ddp.py"
     [py3.13]="tests/test_threads.py tests/test_hosts.py tests/test_interps.py tests/test_exit.py tests/lifecycle.test"
     [torch2.4]="tests/*.test tests/test_aten_path.py tests/test_aten_attack.py tests/test_examples.py tests/test_python_face.py tests/test_scope_python.py"
     [tcl9.0]="tests/test_list_conversion.py tests/test_speed_semantics.py tests/test_aten_path.py tests/test_aten_attack.py tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
     [wheel]="tools/wheel-check.sh (no pytest)"
-    [py3.14]="tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
-    [py3.15]="tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
+    [py3.14]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
+    [py3.15]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
 )
 # What a stack runs on Tcl 9.0 only, besides its slice: torch 2.15's turn
 # at every torch:: command and the ATen path, once.
