@@ -180,15 +180,21 @@ def test_interpreter_is_bound_to_its_thread():
 
 def test_python_threads_have_their_own_interpreter_and_autocast_state():
     results = {}
+    # The three run at once, and their interpreters' ids are taken while
+    # all three live (a loaded machine could otherwise run them one after
+    # another, and an ended thread's id be given again).
+    together = threading.Barrier(3)
 
     def work(dtype):
         tcl.eval(f"torch::autocast_enable cpu {dtype}")
         a = torch.ones(4, 4)
         seen = set()
+        together.wait(timeout=120)
         for _ in range(200):
             seen.add(tcl.eval("torch::autocast_get_dtype cpu"))
             seen.add(str((a @ a).dtype))
         results[dtype] = (seen, id(tcl.interp))
+        together.wait(timeout=120)
 
     threads = [threading.Thread(target=work, args=(d,)) for d in ("float16", "bfloat16", "float32")]
     for t in threads:

@@ -241,7 +241,7 @@ def test_python_installs_no_signal_handlers(tclsh):
 def test_lappend_auto_path_works_too(tclsh):
     r = tclsh(f"lappend auto_path {ROOT / 'tcl'}\npackage require tclamp\n"
               "puts [torch::autocast_get_dtype cpu]\n", TCLLIBPATH="")
-    assert r.stdout == "bfloat16\n"
+    assert (r.returncode, r.stdout) == (0, "bfloat16\n"), r.stderr
 
 
 def test_all_tcl_runs_the_tcltest_files_without_pytest(tmp_path):
