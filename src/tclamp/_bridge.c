@@ -83,6 +83,7 @@ enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
         }
         return -1;
     }
+    wait_if_python_finalizing();
     e->restored = NULL;
     e->ensured = 0;
     e->swapped = NULL;
@@ -142,6 +143,7 @@ leave(Entry *e)
             PyThreadState *saved_ = here.parked;    \
             here.parked = PyEval_SaveThread();      \
             statement;                              \
+            wait_if_python_finalizing();            \
             if (here.parked != NULL)                \
                 PyEval_RestoreThread(here.parked);  \
             here.parked = saved_;                   \

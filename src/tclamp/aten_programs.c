@@ -150,8 +150,8 @@ aten_run_program(Tcl_Interp *interp, const Memo *m)
    exit waits for one that another thread is running.  A thread that still
    runs Tcl then (a Python program's daemon thread in a loop of commands:
    Python has finalized and exit does not wait for it) would otherwise call
-   clear_cache on a map being destroyed; on the Python path it stops at its
-   next call, as every thread that comes back to a finalized Python does.
+   clear_cache on a map being destroyed; on the Python path its next call
+   waits for the end (wait_if_python_finalizing).
    A program takes microseconds: a thread stopped in one (by a debugger,
    say) is waited for a second at most. */
 static void

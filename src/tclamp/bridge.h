@@ -26,7 +26,9 @@
  *   - Exit, from any thread: handles are released, then Python is finalized
  *     if no other thread is inside it; otherwise atexit runs and every open
  *     file is flushed, and the exiting thread keeps the GIL so that no Python
- *     code runs again.  Exit never waits for another thread.
+ *     code runs again.  Exit never waits for another thread.  Once a
+ *     Python host's Python finalizes, another thread that would take the
+ *     GIL waits for the process's end instead (as Python 3.14 makes it).
  *   - An interpreter's bridge state (InterpState) lives until both Tcl has
  *     deleted the interpreter and no Python object refers to it; commands
  *     and handles only borrow it.  A Python-made interpreter is deleted on
@@ -365,6 +367,7 @@ void wrap_exit(Tcl_Interp *interp);
 void delete_thread_interps(void);
 int shutdown_step(int i);
 PyObject *bridge_at_python_exit(PyObject *module, PyObject *unused);
+void wait_if_python_finalizing(void);
 int ThreadGuard_ready(void);
 void release_in_flight(ThreadBridge *t);
 void release_all_handles(void);

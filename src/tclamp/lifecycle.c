@@ -628,6 +628,24 @@ wrap_exit(Tcl_Interp *interp)
     Tcl_SetCommandInfo(interp, "::exit", &info);
 }
 
+/* A Python host's Python, once it finalizes, ends any other thread that
+   takes the GIL: before 3.14 with pthread_exit, whose thread-local
+   destructors (torch's, Tcl's) then race libc's exit handlers on the
+   finalizing thread; in a daemon thread's loop of torch:: commands that
+   corrupted the heap now and then.  Such a thread waits here for the
+   process's end instead, as Python 3.14 makes it wait. */
+static pthread_t python_host_finalizer;     /* runs Python's atexit, then finalizes */
+static atomic_int python_host_ending;
+
+void
+wait_if_python_finalizing(void)
+{
+    if (atomic_load(&python_host_ending) && !pthread_equal(pthread_self(), python_host_finalizer)
+            && !Py_IsInitialized())
+        for (;;)
+            pause();
+}
+
 /* Python's own end (atexit): the interpreters Python made on this thread
    go, and every handle's object, while Python can still run their __del__;
    Tcl's buffered output is written out. */
@@ -636,6 +654,8 @@ bridge_at_python_exit(PyObject *module, PyObject *unused)
 {
     if (!tcl_ready || python_started_here)
         Py_RETURN_NONE;         /* Tcl never ran here, or Tcl hosts: its exit does this */
+    python_host_finalizer = pthread_self();
+    atomic_store(&python_host_ending, 1);
     delete_thread_interps();
     release_all_handles();          /* also of interpreters Tcl made (tkinter) */
     if (atomic_load(&abandoned_threads) > 0)
