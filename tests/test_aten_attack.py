@@ -623,6 +623,40 @@ def test_daemon_python_thread_calling_at_the_end(tmp_path):
         f"last {on}"]
 
 
+@needs_programs   # the loop runs without the GIL until libc's exit stops its programs
+def test_a_daemon_thread_is_not_ended_while_the_process_exits(tmp_path):
+    """After libc's exit stops the programs, the daemon thread's next command
+    would take the GIL of a finalized Python, which before 3.14 ends the
+    thread with pthread_exit: its thread-local destructors then ran beside
+    libc's exit handlers (the heap corruption that the test above met now
+    and then).  The thread waits for the end instead.  A thread-specific
+    value whose destructor is libc's puts tells: it prints only if the
+    thread is ended."""
+    r = python(tmp_path, """\
+        import ctypes, threading, time
+        import tclamp
+        libc = ctypes.CDLL(None)
+        key = ctypes.c_uint()
+        assert libc.pthread_key_create(ctypes.byref(key),
+                                       ctypes.cast(libc.puts, ctypes.c_void_p)) == 0
+        message = ctypes.create_string_buffer(b"the daemon thread was ended")
+        started = threading.Event()
+        def loop():
+            libc.pthread_setspecific(key, message)
+            interp = tclamp.Interp()
+            calls = "torch::autocast_set_dtype bfloat16 cpu; torch::autocast_get_dtype cpu"
+            interp.eval(calls)
+            started.set()
+            interp.eval("while 1 { %s }" % calls)
+        threading.Thread(target=loop, daemon=True).start()
+        started.wait()
+        time.sleep(0.1)
+        print("main ends", tclamp._bridge.use_aten(), flush=True)
+        """)
+    assert_clean(r)
+    assert r.stdout == "main ends True\n"
+
+
 @needs_programs   # on the Python path torch's binding may abort there (see above)
 def test_daemon_threads_in_clear_cache_while_the_program_ends(tmp_path):
     """Eight daemon threads clear the cache in a Tcl loop while the program
