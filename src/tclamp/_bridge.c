@@ -1455,16 +1455,8 @@ Outcome_code(OutcomeObject *self, void *unused)
     return PyLong_FromLong(self->code);
 }
 
-/* py scope reads it for the handle names a body hands on. */
-static PyObject *
-Outcome_result(OutcomeObject *self, void *unused)
-{
-    return str_from_tcl(self->result);
-}
-
 static PyGetSetDef Outcome_getset[] = {
     {"code", (getter)Outcome_code, NULL, "the script's Tcl return code (0 = ok, 1 = error, ...)"},
-    {"result", (getter)Outcome_result, NULL, "the script's result (or error message), as str"},
     {NULL}
 };
 
