@@ -1264,9 +1264,8 @@ make_handle(InterpState *owner, PyObject *value)
         Py_DECREF(id);
         return tcl_from_str(known);
     }
-    /* The number is taken before anything that can run Python: the object
-       of a handle renamed onto this name goes first, and its finalizer may
-       make handles too. */
+    /* Taken before anything that can run Python (the deletion below may
+       run a finalizer that makes handles too). */
     const unsigned long number = ++handles_made;
     char text[sizeof(HANDLE_PREFIX) + 20];
     const Py_ssize_t len = (Py_ssize_t)sizeof(HANDLE_PREFIX) - 1 + digits_of(number);
