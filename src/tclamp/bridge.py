@@ -7,7 +7,6 @@ live object handle (the C bridge looks those up).
 import code
 import importlib
 import importlib.util
-import os
 import re
 import sys
 import textwrap
@@ -96,8 +95,8 @@ def dedent_block(text):
     non-blank lines share (textwrap.dedent's rule), so that a block indented
     inside a proc runs; lines stay where they were, so error line numbers
     are the block's own.  Text with no common margin is returned as it is."""
-    margins = _INDENTS.findall(text)
-    if not margins or not os.path.commonprefix(margins):
+    # A common margin: every such line starts with the same space or tab.
+    if {margin[:1] for margin in _INDENTS.findall(text)} not in ({" "}, {"\t"}):
         return text
     return textwrap.dedent(text)
 
