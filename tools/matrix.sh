@@ -146,9 +146,9 @@ failed=0
 for stack in "${stacks[@]}"; do
     log=$matrix_dir/$stack.log
     echo "== $stack: ${SLICES[$stack]:-?} (log: $log)"
-    start=$SECONDS
     exec 9>"$matrix_dir/$stack.lock"
     flock -w 7200 9 || { echo "another make matrix holds $stack" >&2; exit 1; }
+    start=$SECONDS
     run_stack "$stack" > "$log" 2>&1
     status=$?
     # One summary per Tcl the stack ran on.
