@@ -58,6 +58,24 @@ first_contact(ThreadBridge *t, Entry *e)
     e->restored = t->own;       /* leave() parks it */
 }
 
+/* Why Python takes no call from Tcl now, as a Tcl error in `interp` if
+   given; -1. */
+static int
+python_refused(Tcl_Interp *interp)
+{
+    if (interp != NULL && atomic_load(&python_finalized)) {
+        Tcl_SetObjResult(interp, Tcl_NewStringObj("Python has been finalized", -1));
+        Tcl_SetErrorCode(interp, "TCLAMP", "FINALIZED", NULL);
+    } else if (interp != NULL) {
+        /* Python still runs (a __del__ that the end of the process set
+           off, say), but takes no more calls from Tcl. */
+        Tcl_SetObjResult(interp, Tcl_NewStringObj(
+            "the process is exiting: Python takes no more calls from Tcl", -1));
+        Tcl_SetErrorCode(interp, "TCLAMP", "EXITING", NULL);
+    }
+    return -1;
+}
+
 /* Takes the GIL for this thread; returns -1 (a Tcl error in `interp` if
    given) when Python is no longer there to enter. */
 int
@@ -71,17 +89,7 @@ enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
     if (!python_usable()) {
         if (t->depth == 0)
             atomic_fetch_sub(&entries_active, 1);
-        if (interp != NULL && atomic_load(&python_finalized)) {
-            Tcl_SetObjResult(interp, Tcl_NewStringObj("Python has been finalized", -1));
-            Tcl_SetErrorCode(interp, "TCLAMP", "FINALIZED", NULL);
-        } else if (interp != NULL) {
-            /* Python still runs (a __del__ that the end of the process
-               set off, say), but takes no more calls from Tcl. */
-            Tcl_SetObjResult(interp, Tcl_NewStringObj(
-                "the process is exiting: Python takes no more calls from Tcl", -1));
-            Tcl_SetErrorCode(interp, "TCLAMP", "EXITING", NULL);
-        }
-        return -1;
+        return python_refused(interp);
     }
     wait_if_python_finalizing();
     e->restored = NULL;
@@ -2507,7 +2515,7 @@ tcl_done(InterpState *s)
  * value to hand on.  See docs/py.md.
  */
 typedef struct ScopeFrame {
-    unsigned long mark;         /* the newest handle's number when it began */
+    unsigned long mark;         /* the newest live handle's number when it began */
     unsigned long *kept;        /* numbers py keep gave it (ckalloc; sorted at the end) */
     int kept_count, kept_room;
     struct ScopeFrame *outer;
@@ -2609,15 +2617,17 @@ scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]
     InterpState *s = cd;
     if (objc != 2)
         return wrong_args(interp, "py scope body");
-    Entry e;
-    if (enter(&e, s, interp) < 0)
-        return TCL_ERROR;
-    ScopeFrame frame = {handles_made, NULL, 0, 0, s->scopes};
+    if (!python_usable())
+        return python_refused(interp);
+    /* Python is entered once, at the end, where the handles go: a scope's
+       frame and its interpreter's list of handles are this thread's alone,
+       the body's commands enter Python for themselves, and the interpreter
+       is not deleted while this command runs (Tcl_InterpActive). */
+    ScopeFrame frame = {s->newest ? s->newest->number : 0, NULL, 0, 0, s->scopes};
     s->scopes = &frame;
-    int code;
     /* The body runs in the caller's frame, as Tcl's own value (its
        bytecode is kept), and ends the command as it ended. */
-    RUN_TCL(s, code = Tcl_EvalObjEx(interp, objv[1], 0));
+    int code = Tcl_EvalObjEx(interp, objv[1], 0);
     s->scopes = frame.outer;
     if (code != TCL_OK) {
         /* As `catch` then `return -options` would: the errorInfo is the
@@ -2627,11 +2637,15 @@ scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]
         code = Tcl_SetReturnOptions(interp, options);
         Tcl_DecrRefCount(options);
     }
-    code = end_scope(s, interp, &frame, code);
+    Entry e;
+    if (enter(&e, s, NULL) == 0) {
+        flush_tcl_stdout();     /* before a finalizer prints */
+        code = end_scope(s, interp, &frame, code);
+        run_pending_deletions();
+        leave(&e);
+    }                           /* else Python is gone, and the objects with it */
     if (frame.kept != NULL)
         ckfree(frame.kept);
-    tcl_done(s);
-    leave(&e);
     return code;
 }
 

@@ -38,7 +38,9 @@
  *
  *   entry point                          thread            GIL
  *   Tcl command (python_command, py *,   the interp's      enter()/leave(); ATen
- *     handle_command, scope_command)                       programs run without
+ *     handle_command, scope_command)                       programs run without;
+ *                                                          py scope enters after
+ *                                                          its body
  *   Tcl callbacks (command deleted,      the interp's      enter()/leave(), or
  *     interp deleted, timers, stdout)                      already held (Python
  *                                                          called Tcl)
