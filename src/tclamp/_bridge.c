@@ -1184,6 +1184,10 @@ link_newest(Handle *h)
     h->older = owner->newest;
     if (h->older) h->older->newer = h;
     owner->newest = h;
+    /* Not always h: a finalizer that make_handle set off may have listed
+       a handle numbered after h before h. */
+    if (h->number > owner->top_number)
+        owner->top_number = h->number;
 }
 
 static void
@@ -1208,6 +1212,10 @@ handle_deleted(ClientData cd)
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;                 /* Python is gone; so is the object */
+    /* An error on its way out of Python stays (Tcl deletes the commands of
+       an interpreter deleted while it ran when Interp.eval releases it). */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
     InterpState *outer = here.current;
     here.current = s;           /* a __del__ run now sees who released it */
     if (s->by_object != NULL && PyDict_GetItemWithError(s->by_object, h->id) == h->name
@@ -1225,6 +1233,7 @@ handle_deleted(ClientData cd)
     Py_XDECREF(object);
     here.current = outer;
     lifetime_delete(&h->life);
+    PyErr_Restore(type, value, tb);
     leave(&e);
 }
 
@@ -1396,18 +1405,16 @@ handle_list_delete(HandleList *l)
 }
 
 /* After a conversion failed partway: the handles it made go (they are the
-   ones numbered above `mark`), and the Python error stays. */
+   ones numbered above `mark`), and the Python error stays (handle_deleted
+   keeps it). */
 static void
 delete_handles_since(InterpState *owner, unsigned long mark)
 {
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
     HandleList made;
     handle_list_init(&made);
     for (Handle *h = owner->newest; h != NULL && h->number > mark; h = h->older)
         handle_list_add(&made, h);
     handle_list_delete(&made);
-    PyErr_Restore(type, value, tb);
 }
 
 static int
@@ -2515,7 +2522,7 @@ tcl_done(InterpState *s)
  * value to hand on.  See docs/py.md.
  */
 typedef struct ScopeFrame {
-    unsigned long mark;         /* the newest live handle's number when it began */
+    unsigned long mark;         /* its interpreter's top_number when it began */
     unsigned long *kept;        /* numbers py keep gave it (ckalloc; sorted at the end) */
     int kept_count, kept_room;
     struct ScopeFrame *outer;
@@ -2623,7 +2630,7 @@ scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]
        frame and its interpreter's list of handles are this thread's alone,
        the body's commands enter Python for themselves, and the interpreter
        is not deleted while this command runs (Tcl_InterpActive). */
-    ScopeFrame frame = {s->newest ? s->newest->number : 0, NULL, 0, 0, s->scopes};
+    ScopeFrame frame = {s->top_number, NULL, 0, 0, s->scopes};
     s->scopes = &frame;
     /* The body runs in the caller's frame, as Tcl's own value (its
        bytecode is kept), and ends the command as it ended. */

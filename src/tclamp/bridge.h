@@ -201,6 +201,7 @@ struct InterpState {
                                    keeps the command Tcl found */
     PyObject *codes[2];         /* py eval, py exec: source str -> code object */
     struct Handle *newest;      /* live handles, newest made first (->older): py scope's */
+    unsigned long top_number;   /* the highest number of a handle it listed: a scope's mark */
     int renamed_handles;        /* live ones the script renamed (their names name them too) */
     struct ScopeFrame *scopes;  /* running py scopes, innermost first (->outer) */
     InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
