@@ -105,6 +105,39 @@ def test_python_made_interp_dropped_at_awkward_moments(tmp_path):
                                      "4 5"], r.report
 
 
+def test_interp_deleted_inside_its_own_eval_with_live_handles_raises_its_error(tmp_path):
+    """Interp.delete() from the script that Interp.eval runs: the commands
+    after it fail with Tcl's error, and that error reaches Python as a
+    TclError, though releasing the interpreter then deletes live handles
+    (whose deletion once cleared it: a SystemError, "returned NULL without
+    setting an exception"); their objects go too."""
+    r = python(tmp_path, """\
+        import gc, tclamp
+        class Held:
+            pass
+        for setup, script in [("set pre [py call Held]", "py exec {doomed.delete()}; set g 1"),
+                              ("", "set h [py call Held]; py exec {doomed.delete()}; set g 1"),
+                              ("", "set h [py call Held]; py exec {doomed.delete()}"),
+                              ("", "py exec {doomed.delete()}; py call Held")]:
+            doomed = tclamp.Interp()     # py exec runs in __main__: this script
+            if setup:
+                doomed.eval(setup)
+            try:
+                print(repr(doomed.eval(script)), doomed.alive, flush=True)
+            except tclamp.TclError as e:
+                print("TclError", e.result, doomed.alive, flush=True)
+            del doomed
+            gc.collect()
+            print("left", sum(type(o) is Held for o in gc.get_objects()), flush=True)
+    """)
+    assert_clean(r)
+    assert r.stdout.splitlines() == [
+        "TclError attempt to call eval in deleted interpreter False", "left 0",
+        "TclError attempt to call eval in deleted interpreter False", "left 0",
+        "'' False", "left 0",
+        "TclError attempt to call eval in deleted interpreter False", "left 0"], r.report
+
+
 def test_interps_used_after_their_thread_ended_or_from_another_thread(tmp_path):
     r = python(tmp_path, """\
         import tclamp, threading
