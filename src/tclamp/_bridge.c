@@ -2515,11 +2515,11 @@ tcl_done(InterpState *s)
  * Handles are numbered in the order they are made, process-wide, and each
  * interpreter lists its live ones newest first: a scope notes the highest
  * number its interpreter has listed when it begins, and at its end the
- * handles numbered above that are the body's.  Those go, except the ones `py keep` gave to the scope
- * (they then belong to the enclosing one), the ones renamed (a script's
- * own), and the ones whose names occur in the body's result, as whole
- * names at any depth, unless the body failed: an error's message is no
- * value to hand on.  See docs/py.md.
+ * handles numbered above that are the body's.  Those go, except the ones
+ * `py keep` gave to the scope (they then belong to the enclosing one), the
+ * ones renamed (a script's own), and the ones whose names occur in the
+ * body's result, as whole names at any depth, unless the body failed: an
+ * error's message is no value to hand on.  See docs/py.md.
  */
 typedef struct ScopeFrame {
     unsigned long mark;         /* its interpreter's top_number when it began */
