@@ -2314,6 +2314,154 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
 }
 
 /* ------------------------------------------------------------------ */
+/* py scope: the handles a script makes go when it ends                  */
+
+/*
+ * Handles are numbered in the order they are made, process-wide, and each
+ * interpreter lists its live ones newest first: a scope notes the highest
+ * number its interpreter has listed when it begins, and at its end the
+ * handles numbered above that are the body's.  Those go, except the ones
+ * `py keep` gave to the scope (they then belong to the enclosing one), the
+ * ones renamed (a script's own), and the ones whose names occur in the
+ * body's result, as whole names at any depth, unless the body failed: an
+ * error's message is no value to hand on.  See docs/py.md.
+ */
+typedef struct ScopeFrame {
+    unsigned long mark;         /* its interpreter's top_number when it began */
+    unsigned long *kept;        /* numbers py keep gave it (ckalloc; sorted at the end) */
+    int kept_count, kept_room;
+    struct ScopeFrame *outer;
+} ScopeFrame;
+
+static int
+compare_numbers(const void *a, const void *b)
+{
+    unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+    return (x > y) - (x < y);
+}
+
+static int
+among(unsigned long number, const unsigned long *sorted, size_t count)
+{
+    return count > 0 && bsearch(&number, sorted, count, sizeof number, compare_numbers) != NULL;
+}
+
+/* The numbers above `mark` of the handle names in `text`, whole names
+   (::py::objN not followed by another digit), sorted, in *found (ckalloc,
+   NULL if none): one pass, however many handles the scope made. */
+static size_t
+numbers_named(const char *text, Tcl_Size len, unsigned long mark, unsigned long **found)
+{
+    const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
+    const char *end = text + len, *p = text;
+    size_t count = 0, room = 0;
+    *found = NULL;
+    while (end - p > prefix && (p = memchr(p, ':', (size_t)(end - p - prefix))) != NULL) {
+        if (memcmp(p, HANDLE_PREFIX, prefix) != 0) {
+            p++;
+            continue;
+        }
+        const char *digit = p + prefix;
+        unsigned long n = 0;
+        int fits = digit < end && *digit != '0';    /* no handle's name has a leading 0 */
+        for (p = digit; p < end && *p >= '0' && *p <= '9'; p++) {
+            if (n > (ULONG_MAX - 9) / 10)
+                fits = 0;
+            n = n * 10 + (unsigned long)(*p - '0');
+        }
+        if (p == digit) {
+            p = digit;          /* no digits: the next name may start here */
+            continue;
+        }
+        if (fits && n > mark) {
+            if (count == room) {
+                room = room ? 2 * room : 8;
+                *found = (unsigned long *)ckrealloc((char *)*found, room * sizeof(unsigned long));
+            }
+            (*found)[count++] = n;
+        }
+    }
+    if (count > 1)
+        qsort(*found, count, sizeof(unsigned long), compare_numbers);
+    return count;
+}
+
+/* The scope's handles go (GIL held); the body's outcome stays as it was,
+   whatever the objects' finalizers do. */
+static int
+end_scope(InterpState *s, Tcl_Interp *interp, ScopeFrame *f, int code)
+{
+    HandleList gone;
+    handle_list_init(&gone);
+    if (f->kept_count > 1)
+        qsort(f->kept, (size_t)f->kept_count, sizeof(unsigned long), compare_numbers);
+    for (Handle *h = s->newest; h != NULL && h->number > f->mark; h = h->older) {
+        if (!h->renamed && !among(h->number, f->kept, (size_t)f->kept_count))
+            handle_list_add(&gone, h);
+    }
+    if (gone.count > 0 && code != TCL_ERROR) {
+        Tcl_Size len;
+        const char *result = Tcl_GetStringFromObj(Tcl_GetObjResult(interp), &len);
+        unsigned long *named;
+        size_t named_count = numbers_named(result, len, f->mark, &named);
+        if (named_count > 0) {
+            size_t left = 0;
+            for (size_t i = 0; i < gone.count; i++) {
+                if (!among(gone.items[i]->number, named, named_count))
+                    gone.items[left++] = gone.items[i];
+            }
+            gone.count = left;
+            ckfree((char *)named);
+        }
+    }
+    if (gone.count == 0) {
+        handle_list_delete(&gone);      /* frees the list: deletes nothing */
+        return code;
+    }
+    Tcl_InterpState outcome = Tcl_SaveInterpState(interp, code);
+    handle_list_delete(&gone);
+    return Tcl_RestoreInterpState(interp, outcome);
+}
+
+static int
+scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
+{
+    InterpState *s = cd;
+    if (objc != 2)
+        return wrong_args(interp, "py scope body");
+    if (!python_usable())
+        return python_refused(interp);
+    /* Python is entered once, at the end, where the handles go: a scope's
+       frame and its interpreter's list of handles are this thread's alone,
+       the body's commands enter Python for themselves, and the interpreter
+       is not deleted while this command runs (Tcl_InterpActive). */
+    ScopeFrame frame = {s->top_number, NULL, 0, 0, s->scopes};
+    s->scopes = &frame;
+    /* The body runs in the caller's frame, as Tcl's own value (its
+       bytecode is kept), and ends the command as it ended. */
+    int code = Tcl_EvalObjEx(interp, objv[1], 0);
+    s->scopes = frame.outer;
+    if (code != TCL_OK) {
+        /* As `catch` then `return -options` would: the errorInfo is the
+           body's own, with no line for this command. */
+        Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
+        Tcl_IncrRefCount(options);
+        code = Tcl_SetReturnOptions(interp, options);
+        Tcl_DecrRefCount(options);
+    }
+    Entry e;
+    if (enter(&e, s, NULL) == 0) {
+        flush_tcl_stdout();     /* before a finalizer prints */
+        code = end_scope(s, interp, &frame, code);
+        run_pending_deletions();
+        leave(&e);
+    }                           /* else Python is gone, and the objects with it */
+    if (frame.kept != NULL)
+        ckfree(frame.kept);
+    return code;
+}
+
+/* ------------------------------------------------------------------ */
 /* Interp methods                                                       */
 
 /* What Python asks a result to become: Interp.eval and call, `result=`. */
@@ -2506,154 +2654,6 @@ tcl_done(InterpState *s)
         drop_stale_cancel(s);       /* the outermost evaluation ended */
     state_unhold(s);
     run_pending_deletions();
-}
-
-/* ------------------------------------------------------------------ */
-/* py scope: the handles a script makes go when it ends                  */
-
-/*
- * Handles are numbered in the order they are made, process-wide, and each
- * interpreter lists its live ones newest first: a scope notes the highest
- * number its interpreter has listed when it begins, and at its end the
- * handles numbered above that are the body's.  Those go, except the ones
- * `py keep` gave to the scope (they then belong to the enclosing one), the
- * ones renamed (a script's own), and the ones whose names occur in the
- * body's result, as whole names at any depth, unless the body failed: an
- * error's message is no value to hand on.  See docs/py.md.
- */
-typedef struct ScopeFrame {
-    unsigned long mark;         /* its interpreter's top_number when it began */
-    unsigned long *kept;        /* numbers py keep gave it (ckalloc; sorted at the end) */
-    int kept_count, kept_room;
-    struct ScopeFrame *outer;
-} ScopeFrame;
-
-static int
-compare_numbers(const void *a, const void *b)
-{
-    unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
-    return (x > y) - (x < y);
-}
-
-static int
-among(unsigned long number, const unsigned long *sorted, size_t count)
-{
-    return count > 0 && bsearch(&number, sorted, count, sizeof number, compare_numbers) != NULL;
-}
-
-/* The numbers above `mark` of the handle names in `text`, whole names
-   (::py::objN not followed by another digit), sorted, in *found (ckalloc,
-   NULL if none): one pass, however many handles the scope made. */
-static size_t
-numbers_named(const char *text, Tcl_Size len, unsigned long mark, unsigned long **found)
-{
-    const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
-    const char *end = text + len, *p = text;
-    size_t count = 0, room = 0;
-    *found = NULL;
-    while (end - p > prefix && (p = memchr(p, ':', (size_t)(end - p - prefix))) != NULL) {
-        if (memcmp(p, HANDLE_PREFIX, prefix) != 0) {
-            p++;
-            continue;
-        }
-        const char *digit = p + prefix;
-        unsigned long n = 0;
-        int fits = digit < end && *digit != '0';    /* no handle's name has a leading 0 */
-        for (p = digit; p < end && *p >= '0' && *p <= '9'; p++) {
-            if (n > (ULONG_MAX - 9) / 10)
-                fits = 0;
-            n = n * 10 + (unsigned long)(*p - '0');
-        }
-        if (p == digit) {
-            p = digit;          /* no digits: the next name may start here */
-            continue;
-        }
-        if (fits && n > mark) {
-            if (count == room) {
-                room = room ? 2 * room : 8;
-                *found = (unsigned long *)ckrealloc((char *)*found, room * sizeof(unsigned long));
-            }
-            (*found)[count++] = n;
-        }
-    }
-    if (count > 1)
-        qsort(*found, count, sizeof(unsigned long), compare_numbers);
-    return count;
-}
-
-/* The scope's handles go (GIL held); the body's outcome stays as it was,
-   whatever the objects' finalizers do. */
-static int
-end_scope(InterpState *s, Tcl_Interp *interp, ScopeFrame *f, int code)
-{
-    HandleList gone;
-    handle_list_init(&gone);
-    if (f->kept_count > 1)
-        qsort(f->kept, (size_t)f->kept_count, sizeof(unsigned long), compare_numbers);
-    for (Handle *h = s->newest; h != NULL && h->number > f->mark; h = h->older) {
-        if (!h->renamed && !among(h->number, f->kept, (size_t)f->kept_count))
-            handle_list_add(&gone, h);
-    }
-    if (gone.count > 0 && code != TCL_ERROR) {
-        Tcl_Size len;
-        const char *result = Tcl_GetStringFromObj(Tcl_GetObjResult(interp), &len);
-        unsigned long *named;
-        size_t named_count = numbers_named(result, len, f->mark, &named);
-        if (named_count > 0) {
-            size_t left = 0;
-            for (size_t i = 0; i < gone.count; i++) {
-                if (!among(gone.items[i]->number, named, named_count))
-                    gone.items[left++] = gone.items[i];
-            }
-            gone.count = left;
-            ckfree((char *)named);
-        }
-    }
-    if (gone.count == 0) {
-        handle_list_delete(&gone);      /* frees the list: deletes nothing */
-        return code;
-    }
-    Tcl_InterpState outcome = Tcl_SaveInterpState(interp, code);
-    handle_list_delete(&gone);
-    return Tcl_RestoreInterpState(interp, outcome);
-}
-
-static int
-scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
-{
-    InterpState *s = cd;
-    if (objc != 2)
-        return wrong_args(interp, "py scope body");
-    if (!python_usable())
-        return python_refused(interp);
-    /* Python is entered once, at the end, where the handles go: a scope's
-       frame and its interpreter's list of handles are this thread's alone,
-       the body's commands enter Python for themselves, and the interpreter
-       is not deleted while this command runs (Tcl_InterpActive). */
-    ScopeFrame frame = {s->top_number, NULL, 0, 0, s->scopes};
-    s->scopes = &frame;
-    /* The body runs in the caller's frame, as Tcl's own value (its
-       bytecode is kept), and ends the command as it ended. */
-    int code = Tcl_EvalObjEx(interp, objv[1], 0);
-    s->scopes = frame.outer;
-    if (code != TCL_OK) {
-        /* As `catch` then `return -options` would: the errorInfo is the
-           body's own, with no line for this command. */
-        Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
-        Tcl_IncrRefCount(options);
-        code = Tcl_SetReturnOptions(interp, options);
-        Tcl_DecrRefCount(options);
-    }
-    Entry e;
-    if (enter(&e, s, NULL) == 0) {
-        flush_tcl_stdout();     /* before a finalizer prints */
-        code = end_scope(s, interp, &frame, code);
-        run_pending_deletions();
-        leave(&e);
-    }                           /* else Python is gone, and the objects with it */
-    if (frame.kept != NULL)
-        ckfree(frame.kept);
-    return code;
 }
 
 /* The interpreter, for a method that takes a str and may run here; NULL
