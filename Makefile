@@ -144,6 +144,7 @@ matrix:
 
 bench: setup
 	$(PY) bench/train_step.py
+	$(PY) bench/step_counts.py
 	$(PY) bench/run.py
 	$(PY) bench/compare.py
 	$(TCLSH) bench/trace_overhead.tcl

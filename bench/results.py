@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "RESULTS.md"
-SECTIONS = ("train_step.py", "run.py", "compare.py")     # their order in the file
+SECTIONS = ("train_step.py", "step_counts.py", "run.py", "compare.py")     # their order in the file
 TITLE = ("# tclamp benchmarks\n\n"
          "Written by the scripts in bench/ (`make bench` runs them all); each section "
          "is the last run of its script.\n")

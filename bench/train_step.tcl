@@ -2,7 +2,7 @@
 # written in Python and the floor (the step's pieces as six Python functions,
 # each called from Tcl), in this one process, on the same model, optimizer
 # and scaler; bench/train_step.py runs it and reads what it prints.
-#     tclsh train_step.tcl device rounds steps ?profile|stamps?
+#     tclsh train_step.tcl device rounds steps ?profile|stamps|counts which?
 # Each round times `steps` steps of each (wall time, the device synchronized
 # at both ends), the three taking turns and starting in turn; then `steps`
 # instrumented steps of each stamp the time between the step's pieces, in
@@ -10,7 +10,9 @@
 # again, floor, Python, Tcl, again and again, so that a drift or a burst in
 # the machine's speed weighs on all of them alike.  With "stamps", only
 # those; with "profile", cProfile's view of `steps` Tcl-driven steps
-# instead.
+# instead; with "counts" (under callgrind, bench/step_counts.py), `steps`
+# steps of one of the three (which: tcl, python or calls), callgrind
+# counting only those.
 package require tclamp
 lassign $argv device rounds steps mode
 
@@ -269,14 +271,25 @@ if {$mode eq "profile"} {
     py exec {pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(30)}
     exit
 }
+# The three: the README step, the Python step, and the six calls.
+set runs {
+    tcl {tcl_steps $steps}
+    python {py call python_steps $steps}
+    calls {tcl_steps $steps calls_step}
+}
+if {$mode eq "counts"} {
+    # callgrind starts with its counting off (--collect-atstart=no); each
+    # call of the library's toggle turns it over.
+    py exec {import ctypes, os; toggle_counting = ctypes.CDLL(os.environ["TCLAMP_COUNTS_TOGGLE"]).toggle}
+    set run [dict get $runs [lindex $argv 4]]
+    ::py::call toggle_counting
+    eval $run
+    ::py::call toggle_counting
+    exit
+}
 if {$mode ne "stamps"} {
-    # Each round runs the three (the README step, the Python step, and the
-    # six calls) in this order, each round starting one further.
-    set runs {
-        tcl {tcl_steps $steps}
-        python {py call python_steps $steps}
-        calls {tcl_steps $steps calls_step}
-    }
+    # Each round runs the three in this order, each round starting one
+    # further.
     for {set round 0} {$round < $rounds} {incr round} {
         set first [expr {2 * ($round % 3)}]
         set order [concat [lrange $runs $first end] [lrange $runs 0 $first-1]]
