@@ -309,11 +309,8 @@ def test_handle_renamed_onto_the_next_handle_name(tmp_path):
     assert r.stdout == "1 4 4\n", r.report
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "InterpState holds handles and commands outside Python's view (no tp_traverse), so a "
-    "cycle back to the Interp through a handle's object or a command's callable is never "
-    "collected"))
 def test_reference_cycles_through_an_interp_are_collected(tmp_path):
+    """(test_interp_cycles.py has the rules: which thread, and when.)"""
     r = python(tmp_path, """\
         import gc, weakref, tclamp
         class Callback:

@@ -1223,12 +1223,12 @@ handle_deleted(ClientData cd)
         PyErr_Clear();
     /* The object goes last, once this handle is gone everywhere: Tcl finds
        the command until this returns, and a finalizer may call it. */
-    PyObject *object = NULL;
-    if (s->handles != NULL && PyDict_GetItemWithError(s->handles, h->name) == h->object) {
-        object = Py_NewRef(h->object);
-        if (PyDict_DelItem(s->handles, h->name) < 0)
-            PyErr_Clear();
-    }
+    PyObject *object = h->object;
+    h->object = NULL;
+    if (object != NULL && s->handles != NULL
+            && PyDict_GetItemWithError(s->handles, h->name) == object
+            && PyDict_DelItem(s->handles, h->name) < 0)
+        PyErr_Clear();
     PyErr_Clear();
     Py_XDECREF(object);
     here.current = outer;
@@ -1243,7 +1243,8 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
                const char *new_name, int flags)
 {
     Handle *h = cd;
-    if (new_name == NULL || new_name[0] == '\0' || (flags & TCL_TRACE_DESTROYED))
+    if (new_name == NULL || new_name[0] == '\0' || (flags & TCL_TRACE_DESTROYED)
+            || h->object == NULL)
         return;                 /* deletion: handle_deleted does the work */
     int renamed = !is_own_name(new_name, strlen(new_name), h->number);
     h->owner->renamed_handles += renamed - h->renamed;
@@ -1313,12 +1314,17 @@ make_handle(InterpState *owner, PyObject *value)
     h->life.free = free_handle;
     h->owner = owner;
     owner->refs++;
-    h->object = value;
+    h->object = Py_NewRef(value);
     h->name = name;
     h->id = id;
     h->number = number;
     link_newest(h);
     h->token = Tcl_CreateObjCommand(owner->interp, text, handle_command, h, handle_deleted);
+    if (h->token == NULL) {     /* Tcl is deleting the interpreter (a __del__ made it) */
+        handle_deleted(h);
+        PyErr_SetString(PyExc_RuntimeError, "the Tcl interpreter has been deleted");
+        return NULL;
+    }
     Tcl_TraceCommand(owner->interp, text, TCL_TRACE_RENAME, handle_renamed, h);
     return Tcl_NewStringObj(text, (Tcl_Size)len);
 }
@@ -1618,11 +1624,12 @@ memo_clear(Memo *m)
 {
     if (m->objc == 0)
         return;
-    ckfree(m->key);
-    Py_XDECREF(m->steps);
-    Py_XDECREF(m->result);
-    if (m->constant) Tcl_DecrRefCount(m->constant);
+    Memo old = *m;              /* emptied first: Interp_traverse may see the slot */
     memset(m, 0, sizeof(*m));
+    ckfree(old.key);
+    Py_XDECREF(old.steps);
+    Py_XDECREF(old.result);
+    if (old.constant) Tcl_DecrRefCount(old.constant);
 }
 
 static int
@@ -1890,6 +1897,8 @@ static void
 free_command(Lifetime *life)
 {
     Command *cmd = (Command *)life;
+    if (cmd->prev) cmd->prev->next = cmd->next; else cmd->owner->commands = cmd->next;
+    if (cmd->next) cmd->next->prev = cmd->prev;
     for (int i = 0; i < MEMO_SLOTS; i++)
         memo_clear(&cmd->memo[i]);
     Py_DECREF(cmd->callable);
@@ -2897,6 +2906,9 @@ add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *ca
     cmd->life.free = free_command;
     cmd->owner = s;
     s->refs++;
+    cmd->next = s->commands;
+    if (cmd->next) cmd->next->prev = cmd;
+    s->commands = cmd;
     cmd->callable = Py_NewRef(callable);
     cmd->planned = planned;
     cmd->script = script;
@@ -2907,7 +2919,10 @@ add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *ca
         PyUnicode_InternInPlace(&cmd->handle_method);
         cmd->handle_defaults = Py_NewRef(PyTuple_GET_ITEM(handle_form, 2));
     }
-    Tcl_CreateObjCommand(s->interp, name, proc, cmd, python_command_deleted);
+    if (Tcl_CreateObjCommand(s->interp, name, proc, cmd, python_command_deleted) == NULL) {
+        free_command(&cmd->life);   /* Tcl is deleting the interpreter */
+        return PyErr_Format(PyExc_RuntimeError, "the Tcl interpreter has been deleted");
+    }
     Py_RETURN_NONE;
 }
 
@@ -3119,7 +3134,7 @@ state_object(InterpState *s)
 {
     if (s->object != NULL)
         return Py_NewRef((PyObject *)s->object);
-    InterpObject *o = PyObject_New(InterpObject, &InterpType);
+    InterpObject *o = PyObject_GC_New(InterpObject, &InterpType);
     if (o == NULL)
         return NULL;
     o->state = s;
@@ -3130,6 +3145,7 @@ state_object(InterpState *s)
     } else if (s->python_owned) {
         s->object = o;              /* borrowed, as Interp() does */
     }
+    PyObject_GC_Track(o);
     return (PyObject *)o;
 }
 
@@ -3209,9 +3225,61 @@ attach(Tcl_Interp *interp, int python_owned)
     return self;
 }
 
+/*
+ * A Python-made interpreter holds objects for Python: its handles' objects
+ * and its commands' callables and remembered plans.  A cycle back to its
+ * object through any of them (a callback that keeps the Interp to call it
+ * later) is collected as Python's own cycles are, by showing the collector
+ * those references, but only where the object's end lets them all go at
+ * once: the object is the interpreter's own, and the collector runs on the
+ * interpreter's thread while it runs nothing, and the process is not
+ * ending.  Interp_clear then deletes the interpreter, as that end would.
+ * Anywhere else the collector is shown nothing, and the cycle waits for a
+ * collection that can end it.
+ */
+static int
+collectable(InterpObject *self)
+{
+    InterpState *s = self->state;
+    return s != NULL && !handles_released && atomic_load(&python_state) == PY_RUNNING
+        && s->python_owned && s->object == self && s->interp != NULL
+        && s->thread == Tcl_GetCurrentThread() && s->busy == 0
+        && !Tcl_InterpActive(s->interp);
+}
+
+static int
+Interp_traverse(InterpObject *self, visitproc visit, void *arg)
+{
+    if (!collectable(self))
+        return 0;
+    InterpState *s = self->state;
+    Py_VISIT(s->handles);
+    for (Handle *h = s->newest; h != NULL; h = h->older)
+        Py_VISIT(h->object);
+    for (Command *cmd = s->commands; cmd != NULL; cmd = cmd->next) {
+        Py_VISIT(cmd->callable);
+        Py_VISIT(cmd->handle_types);
+        Py_VISIT(cmd->handle_defaults);
+        for (int i = 0; i < MEMO_SLOTS; i++) {
+            Py_VISIT(cmd->memo[i].steps);
+            Py_VISIT(cmd->memo[i].result);
+        }
+    }
+    return 0;
+}
+
+static int
+Interp_clear(InterpObject *self)
+{
+    if (collectable(self))
+        request_delete(self->state);    /* deleted now: it runs nothing */
+    return 0;
+}
+
 static void
 Interp_dealloc(InterpObject *self)
 {
+    PyObject_GC_UnTrack(self);
     InterpState *s = self->state;
     if (s != NULL) {
         if (s->object == self)
@@ -3382,9 +3450,12 @@ static PyTypeObject InterpType = {
     .tp_name = "tclamp._bridge.Interp",
     .tp_doc = "Interp(): a new Tcl interpreter in this thread with tclamp's commands.",
     .tp_basicsize = sizeof(InterpObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = Interp_new,
     .tp_dealloc = (destructor)Interp_dealloc,
+    .tp_traverse = (traverseproc)Interp_traverse,
+    .tp_clear = (inquiry)Interp_clear,
+    .tp_free = PyObject_GC_Del,
     .tp_methods = Interp_methods,
     .tp_getset = Interp_getset,
 };

@@ -32,7 +32,10 @@
  *   - An interpreter's bridge state (InterpState) lives until both Tcl has
  *     deleted the interpreter and no Python object refers to it; commands
  *     and handles only borrow it.  A Python-made interpreter is deleted on
- *     its own thread when its last Python reference goes, once it is idle.
+ *     its own thread when its last Python reference goes, once it is idle,
+ *     or when Python's cycle collector, run there while it is idle, finds
+ *     its object in a cycle (Interp_traverse shows the collector what it
+ *     holds only then).
  *
  * Every way in, and how it holds the GIL:
  *
@@ -46,6 +49,9 @@
  *                                                          called Tcl)
  *   Interp methods, module functions     any Python one    held; WITHOUT_GIL
  *                                                          around Tcl's work
+ *   cycle collector (Interp_traverse,    any Python one    held; it sees and
+ *     Interp_clear)                                        clears an interp
+ *                                                          only on its thread
  *   Tclamp_Init (package require)        any Tcl thread    lifecycle_lock, then
  *                                                          enter()/leave()
  *   exit hooks (exit_command, Tcl's      the exiting one   close_python takes it
@@ -204,6 +210,7 @@ struct InterpState {
     unsigned long top_number;   /* the highest number of a handle it listed: a scope's mark */
     int renamed_handles;        /* live ones the script renamed (their names name them too) */
     struct ScopeFrame *scopes;  /* running py scopes, innermost first (->outer) */
+    struct Command *commands;   /* records of its Python-made commands (->next) */
     InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
     InterpState *prev, *next;   /* every state, for exit and cross-thread work */
 };
@@ -219,7 +226,7 @@ extern InterpState *all_states;         /* guarded by the GIL */
 typedef struct Handle {
     Lifetime life;
     InterpState *owner;         /* counted in owner->refs */
-    PyObject *object;           /* borrowed: owner->handles holds it */
+    PyObject *object;           /* owned, as owner->handles holds it too (NULL once gone) */
     PyObject *name;             /* its key in owner->handles */
     PyObject *id;               /* id(object), its key in owner->by_object */
     Tcl_Command token;          /* its command, */
@@ -252,9 +259,10 @@ typedef struct {
 } Memo;
 
 /* A command implemented in Python (see python_command). */
-typedef struct {
+typedef struct Command {
     Lifetime life;
     InterpState *owner;         /* counted in owner->refs */
+    struct Command *prev, *next;    /* in owner->commands until the record is freed */
     PyObject *callable;
     int planned;
     int script;                 /* the last word is a script (see python_command) */

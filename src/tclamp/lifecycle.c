@@ -89,6 +89,21 @@ release_all_handles(void)
 {
     handles_released = 1;
     for (InterpState *s = all_states; s != NULL; s = s->next) {
+        /* The handles' own references, taken in one list with nothing run
+           meanwhile (a finalizer may delete handles), go with the dicts. */
+        Py_ssize_t count = 0;
+        for (Handle *h = s->newest; h != NULL; h = h->older)
+            count += h->object != NULL;
+        PyObject *held = PyList_New(count);
+        if (held != NULL) {
+            Py_ssize_t i = 0;
+            for (Handle *h = s->newest; h != NULL && i < count; h = h->older) {
+                if (h->object != NULL) {
+                    PyList_SET_ITEM(held, i++, h->object);
+                    h->object = NULL;
+                }
+            }
+        }
         PyObject *handles = s->handles, *by_object = s->by_object;
         s->handles = PyDict_New();
         s->by_object = PyDict_New();
@@ -96,10 +111,12 @@ release_all_handles(void)
             PyErr_Clear();
             Py_XSETREF(s->handles, handles);
             Py_XSETREF(s->by_object, by_object);
+            Py_XDECREF(held);
             continue;
         }
         Py_XDECREF(by_object);
         Py_XDECREF(handles);
+        Py_XDECREF(held);
     }
     PyErr_Clear();
 }
