@@ -162,9 +162,11 @@ def test_a_cycle_made_in_a_tcl_host_is_collected_from_its_main_interpreter(tmp_p
 
 
 def test_a_finalizer_run_by_the_interpreters_deletion_cannot_add_to_it(tmp_path):
-    """A __del__ that the deletion sets off, making a command or a handle in
-    the interpreter Tcl is deleting, gets an error, and what it offered is
-    not kept (Tcl makes no command there, so nothing would ever free it)."""
+    """A __del__ that the deletion sets off gets an error when it makes a
+    command in the interpreter Tcl is deleting, and Tcl's own error when it
+    calls a command there with a new object (whose handle names nothing);
+    neither keeps what it offered (Tcl makes no command there, so nothing
+    would ever free it)."""
     r = python(tmp_path, program("""\
         refs = []
         class Maker:
@@ -189,5 +191,5 @@ def test_a_finalizer_run_by_the_interpreters_deletion_cannot_add_to_it(tmp_path)
     """))
     assert_clean(r)
     assert r.stdout == ("command RuntimeError the Tcl interpreter has been deleted\n"
-                        "handle RuntimeError the Tcl interpreter has been deleted\n"
+                        "handle TclError attempt to call eval in deleted interpreter\n"
                         "[True] False\n"), r.report

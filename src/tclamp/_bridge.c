@@ -1320,10 +1320,12 @@ make_handle(InterpState *owner, PyObject *value)
     h->number = number;
     link_newest(h);
     h->token = Tcl_CreateObjCommand(owner->interp, text, handle_command, h, handle_deleted);
-    if (h->token == NULL) {     /* Tcl is deleting the interpreter (a __del__ made it) */
+    if (h->token == NULL) {
+        /* Tcl is deleting the interpreter (a method that ran on, or a __del__
+           the deletion set off): the name, which names nothing, as every
+           handle's there will soon, and nothing is kept for it. */
         handle_deleted(h);
-        PyErr_SetString(PyExc_RuntimeError, "the Tcl interpreter has been deleted");
-        return NULL;
+        return Tcl_NewStringObj(text, (Tcl_Size)len);
     }
     Tcl_TraceCommand(owner->interp, text, TCL_TRACE_RENAME, handle_renamed, h);
     return Tcl_NewStringObj(text, (Tcl_Size)len);
