@@ -1,6 +1,6 @@
 """Adversarial cases for the cycle collection of Python-made interpreters
 (Interp_traverse / Interp_clear): collections from inside the interpreter,
-from finalizers, from other threads, from a child interpreter's event, at
+from finalizers, from other threads, from child interpreters' events, at
 the process's end, through remembered plans, and many interpreters with
 the collector's automatic runs on.  Each script runs in a process of its
 own (processes.py); a crash or a hang fails the test."""
@@ -100,32 +100,38 @@ def test_raising_finalizers_and_a_pending_event_in_a_collected_interpreter(tmp_p
     assert "tp_clear" not in r.stderr, r.report
 
 
-def test_a_child_interpreters_event_collects_its_parent(tmp_path):
-    """The parent is idle while its child runs an `after` event that runs
-    the collector: the parent goes (and the running child with it, as a
-    `del` of the parent's last reference there would do), without a crash."""
+def test_a_child_interpreters_event_leaves_its_parent_until_it_ends(tmp_path):
+    """The parent is idle while its child and its grandchild run `after`
+    events that run the collector: deleting the parent would end those
+    scripts where they stand, so it stays until they end, and the next
+    collection ends it."""
     r = python(tmp_path, program("""\
         import os
         lib = os.path.join(os.environ['PYTHONPATH'], '..', 'tcl')
+        event = 'py exec {print("in %s", gc.collect() >= 0, w() is None)}; py exec {print("%s ended")}'
         def make():
             p = tclamp.Interp()
             m = Marker()
             p.create_command('f', lambda: (p, m))
-            p.eval('interp create c; c eval [list set auto_path [linsert $auto_path 0 %s]]' % lib)
-            p.eval('c eval {package require tclamp}')
-            p.eval('c eval {after 0 {py exec {import gc; print("in child", gc.collect() >= 0)}; set ::x 1}}')
+            p.eval('interp create c; c eval {interp create g}')
+            for path in ('c', '{c g}'):
+                p.eval('interp eval %s [list set auto_path [linsert $auto_path 0 %s]]' % (path, lib))
+                p.eval('interp eval %s {package require tclamp}' % path)
+            p.eval('c eval [list after 0 {%s}]' % (event % ('child', 'child'),))
+            p.eval('interp eval {c g} [list after 0 {%s}]' % (event % ('grandchild', 'grandchild'),))
             p.eval('c alias back f')
             return weakref.ref(m)
         w = make()
         q = tclamp.Interp()
         q.eval('update')
         print('gone', w() is None, flush=True)
-        q.eval('update')
         gc.collect()
         print('gone2', w() is None, interps())
     """))
     assert_clean(r)
-    assert r.stdout == "in child True\ngone True\ngone2 True 1\n", r.report
+    assert r.stdout == ("in child True False\nchild ended\n"
+                        "in grandchild True False\ngrandchild ended\n"
+                        "gone False\ngone2 True 1\n"), r.report
 
 
 def test_a_remembered_plan_in_a_cycle_is_collected(tmp_path):

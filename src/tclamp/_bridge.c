@@ -3234,19 +3234,38 @@ attach(Tcl_Interp *interp, int python_owned)
  * later) is collected as Python's own cycles are, by showing the collector
  * those references, but only where the object's end lets them all go at
  * once: the object is the interpreter's own, and the collector runs on the
- * interpreter's thread while it runs nothing, and the process is not
+ * interpreter's thread while neither it nor any of its children (at any
+ * depth) that the bridge knows runs anything, and the process is not
  * ending.  Interp_clear then deletes the interpreter, as that end would.
  * Anywhere else the collector is shown nothing, and the cycle waits for a
  * collection that can end it.
  */
+
+/* Whether an interpreter of this thread that the bridge knows, `s`'s own
+   or one inside it (a child's `after` event, say), runs a script now:
+   deleting `s` would end that script where it stands. */
+static int
+runs_inside(const InterpState *s)
+{
+    for (const InterpState *o = all_states; o != NULL; o = o->next) {
+        if (o->thread != s->thread || o->interp == NULL
+                || (o->busy == 0 && !Tcl_InterpActive(o->interp)))
+            continue;
+        for (Tcl_Interp *up = o->interp; up != NULL; up = Tcl_GetParent(up)) {
+            if (up == s->interp)
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static int
 collectable(InterpObject *self)
 {
     InterpState *s = self->state;
     return s != NULL && !handles_released && atomic_load(&python_state) == PY_RUNNING
         && s->python_owned && s->object == self && s->interp != NULL
-        && s->thread == Tcl_GetCurrentThread() && s->busy == 0
-        && !Tcl_InterpActive(s->interp);
+        && s->thread == Tcl_GetCurrentThread() && !runs_inside(s);
 }
 
 static int

@@ -33,9 +33,9 @@
  *     deleted the interpreter and no Python object refers to it; commands
  *     and handles only borrow it.  A Python-made interpreter is deleted on
  *     its own thread when its last Python reference goes, once it is idle,
- *     or when Python's cycle collector, run there while it is idle, finds
- *     its object in a cycle (Interp_traverse shows the collector what it
- *     holds only then).
+ *     or when Python's cycle collector, run there while it and every
+ *     child of it that the bridge knows are idle, finds its object in a
+ *     cycle (Interp_traverse shows the collector what it holds only then).
  *
  * Every way in, and how it holds the GIL:
  *
