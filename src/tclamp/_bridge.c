@@ -227,6 +227,10 @@ record_deleted(Lifetime *life)
 static PyTypeObject InterpType;
 static PyTypeObject OutcomeType;
 
+/* The states of interpreters that have a parent (children that loaded
+   tclamp): the cycle collector's (Interp_traverse).  Guarded by the GIL. */
+static InterpState *inner_states;
+
 static InterpState *
 state_new(Tcl_Interp *interp, int python_owned)
 {
@@ -249,6 +253,13 @@ state_new(Tcl_Interp *interp, int python_owned)
     if (all_states)
         all_states->prev = s;
     all_states = s;
+    if (Tcl_GetParent(interp) != NULL) {
+        s->is_inner = 1;
+        s->next_inner = inner_states;
+        if (inner_states)
+            inner_states->prev_inner = s;
+        inner_states = s;
+    }
     return s;
 }
 
@@ -260,6 +271,11 @@ state_decref(InterpState *s)
         return;
     if (s->prev) s->prev->next = s->next; else all_states = s->next;
     if (s->next) s->next->prev = s->prev;
+    if (s->is_inner) {
+        if (s->prev_inner) s->prev_inner->next_inner = s->next_inner;
+        else inner_states = s->next_inner;
+        if (s->next_inner) s->next_inner->prev_inner = s->prev_inner;
+    }
     Py_CLEAR(s->handles);
     Py_CLEAR(s->by_object);
     Py_CLEAR(s->scripts);       /* emptied already, on the interpreter's thread */
@@ -316,8 +332,8 @@ delete_later(ClientData cd)
 static void
 request_delete(InterpState *s)
 {
-    if (s->interp == NULL)
-        return;
+    if (s->interp == NULL || s->thread == NULL)
+        return;                 /* gone, or its thread ended and left it */
     if (s->thread != Tcl_GetCurrentThread()) {
         if (!s->delete_requested) {
             s->delete_requested = 1;
@@ -3061,7 +3077,8 @@ Interp_cancel(InterpObject *self, PyObject *unused)
     InterpState *s = self->state;
     /* busy: Python runs Tcl (a compiled loop may call no command, so Tcl
        counts no level); active: Tcl runs a command of its own */
-    if (s != NULL && s->interp != NULL && (s->busy > 0 || Tcl_InterpActive(s->interp))) {
+    if (s != NULL && s->interp != NULL && s->thread != NULL
+            && (s->busy > 0 || Tcl_InterpActive(s->interp))) {
         s->cancel_sent = 1;
         Tcl_CancelEval(s->interp, NULL, NULL, TCL_CANCEL_UNWIND);
     }
@@ -3229,51 +3246,60 @@ attach(Tcl_Interp *interp, int python_owned)
 
 /*
  * A Python-made interpreter holds objects for Python: its handles' objects
- * and its commands' callables and remembered plans.  A cycle back to its
+ * and its commands' callables and remembered plans, and so, through its
+ * children (at any depth) that loaded tclamp, theirs.  A cycle back to its
  * object through any of them (a callback that keeps the Interp to call it
  * later) is collected as Python's own cycles are, by showing the collector
  * those references, but only where the object's end lets them all go at
  * once: the object is the interpreter's own, and the collector runs on the
- * interpreter's thread while neither it nor any of its children (at any
- * depth) that the bridge knows runs anything, and the process is not
- * ending.  Interp_clear then deletes the interpreter, as that end would.
- * Anywhere else the collector is shown nothing, and the cycle waits for a
- * collection that can end it.
+ * interpreter's thread while neither it nor any of its children runs
+ * anything, and the process is not ending.  Interp_clear then deletes the
+ * interpreter, as that end would (its children with it).  Anywhere else
+ * the collector is shown nothing, and the cycle waits for a collection
+ * that can end it.  A Python-made interpreter has no parent, so each
+ * child's references are shown once, by its one Python-made ancestor.
  */
 
-/* Whether an interpreter of this thread that the bridge knows, `s`'s own
-   or one inside it (a child's `after` event, say), runs a script now:
-   deleting `s` would end that script where it stands. */
+/* Whether `o` is a live interpreter inside `s`'s, at any depth. */
 static int
-runs_inside(const InterpState *s)
+inside(const InterpState *o, const InterpState *s)
 {
-    for (const InterpState *o = all_states; o != NULL; o = o->next) {
-        if (o->thread != s->thread || o->interp == NULL
-                || (o->busy == 0 && !Tcl_InterpActive(o->interp)))
-            continue;
-        for (Tcl_Interp *up = o->interp; up != NULL; up = Tcl_GetParent(up)) {
-            if (up == s->interp)
-                return 1;
-        }
+    if (o->interp == NULL || o->thread != s->thread)
+        return 0;
+    for (Tcl_Interp *up = Tcl_GetParent(o->interp); up != NULL; up = Tcl_GetParent(up)) {
+        if (up == s->interp)
+            return 1;
     }
     return 0;
+}
+
+static int
+runs_script(const InterpState *s)
+{
+    return s->busy > 0 || Tcl_InterpActive(s->interp);
 }
 
 static int
 collectable(InterpObject *self)
 {
     InterpState *s = self->state;
-    return s != NULL && !handles_released && atomic_load(&python_state) == PY_RUNNING
-        && s->python_owned && s->object == self && s->interp != NULL
-        && s->thread == Tcl_GetCurrentThread() && !runs_inside(s);
+    if (s == NULL || handles_released || atomic_load(&python_state) != PY_RUNNING
+            || !s->python_owned || s->object != self || s->interp == NULL
+            || s->thread != Tcl_GetCurrentThread() || runs_script(s))
+        return 0;
+    /* A child's running script (its `after` event, say) would end where it
+       stands. */
+    for (const InterpState *o = inner_states; o != NULL; o = o->next_inner) {
+        if (inside(o, s) && runs_script(o))
+            return 0;
+    }
+    return 1;
 }
 
+/* What an interpreter's state holds for Python, shown to the collector. */
 static int
-Interp_traverse(InterpObject *self, visitproc visit, void *arg)
+visit_held(const InterpState *s, visitproc visit, void *arg)
 {
-    if (!collectable(self))
-        return 0;
-    InterpState *s = self->state;
     Py_VISIT(s->handles);
     for (Handle *h = s->newest; h != NULL; h = h->older)
         Py_VISIT(h->object);
@@ -3287,6 +3313,19 @@ Interp_traverse(InterpObject *self, visitproc visit, void *arg)
         }
     }
     return 0;
+}
+
+static int
+Interp_traverse(InterpObject *self, visitproc visit, void *arg)
+{
+    if (!collectable(self))
+        return 0;
+    int rc = visit_held(self->state, visit, arg);
+    for (const InterpState *o = inner_states; rc == 0 && o != NULL; o = o->next_inner) {
+        if (inside(o, self->state))
+            rc = visit_held(o, visit, arg);
+    }
+    return rc;
 }
 
 static int

@@ -35,7 +35,9 @@
  *     its own thread when its last Python reference goes, once it is idle,
  *     or when Python's cycle collector, run there while it and every
  *     child of it that the bridge knows are idle, finds its object in a
- *     cycle (Interp_traverse shows the collector what it holds only then).
+ *     cycle (Interp_traverse shows the collector what it and those children
+ *     hold only then).  What a thread's end leaves (thread::exit) is no
+ *     thread's: `thread` NULL.
  *
  * Every way in, and how it holds the GIL:
  *
@@ -193,7 +195,8 @@ typedef struct Lifetime {
 
 struct InterpState {
     Tcl_Interp *interp;         /* NULL once Tcl deleted it */
-    Tcl_ThreadId thread;        /* Tcl interpreters are bound to one thread */
+    Tcl_ThreadId thread;        /* Tcl interpreters are bound to one thread; NULL
+                                   once it ended and left this one (thread::exit) */
     int python_owned;           /* made by Interp(): deleted with its object */
     int refs;                   /* the interpreter, its commands and handles, the object */
     int busy;                   /* Tcl<->Python calls in progress */
@@ -213,6 +216,8 @@ struct InterpState {
     struct Command *commands;   /* records of its Python-made commands (->next) */
     InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
     InterpState *prev, *next;   /* every state, for exit and cross-thread work */
+    int is_inner;               /* the interpreter has a parent: */
+    InterpState *prev_inner, *next_inner;   /* in _bridge.c's inner_states */
 };
 
 struct InterpObject {

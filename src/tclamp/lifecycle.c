@@ -83,41 +83,47 @@ release_in_flight(ThreadBridge *t)
 }
 
 /* At exit: every object a handle holds goes now, while Python can still
-   run its __del__ and close methods.  The commands stay, inert. */
+   run its __del__ and close methods.  The commands stay, inert.  The
+   handles' own references and every state's dicts are taken into one list
+   with nothing run meanwhile (no collection either: allocating may start
+   one), and go together: a finalizer may delete handles, interpreters, and
+   the states this loop walks. */
 void
 release_all_handles(void)
 {
     handles_released = 1;
+    int collector_was_on = PyGC_Disable();
+    Py_ssize_t count = 0;
     for (InterpState *s = all_states; s != NULL; s = s->next) {
-        /* The handles' own references, taken in one list with nothing run
-           meanwhile (a finalizer may delete handles), go with the dicts. */
-        Py_ssize_t count = 0;
+        count += 2;
         for (Handle *h = s->newest; h != NULL; h = h->older)
             count += h->object != NULL;
-        PyObject *held = PyList_New(count);
-        if (held != NULL) {
-            Py_ssize_t i = 0;
-            for (Handle *h = s->newest; h != NULL && i < count; h = h->older) {
-                if (h->object != NULL) {
-                    PyList_SET_ITEM(held, i++, h->object);
-                    h->object = NULL;
-                }
+    }
+    PyObject *held = PyList_New(count);
+    if (held == NULL)
+        count = 0;              /* no memory: they go with the process */
+    Py_ssize_t i = 0;
+    for (InterpState *s = count ? all_states : NULL; s != NULL; s = s->next) {
+        PyObject *handles = PyDict_New(), *by_object = PyDict_New();
+        if (handles == NULL || by_object == NULL) {
+            Py_XDECREF(handles);
+            Py_XDECREF(by_object);
+            break;
+        }
+        for (Handle *h = s->newest; h != NULL; h = h->older) {
+            if (h->object != NULL) {
+                PyList_SET_ITEM(held, i++, h->object);
+                h->object = NULL;
             }
         }
-        PyObject *handles = s->handles, *by_object = s->by_object;
-        s->handles = PyDict_New();
-        s->by_object = PyDict_New();
-        if (s->handles == NULL || s->by_object == NULL) {
-            PyErr_Clear();
-            Py_XSETREF(s->handles, handles);
-            Py_XSETREF(s->by_object, by_object);
-            Py_XDECREF(held);
-            continue;
-        }
-        Py_XDECREF(by_object);
-        Py_XDECREF(handles);
-        Py_XDECREF(held);
+        PyList_SET_ITEM(held, i++, s->handles);
+        PyList_SET_ITEM(held, i++, s->by_object);
+        s->handles = handles;
+        s->by_object = by_object;
     }
+    if (collector_was_on)
+        PyGC_Enable();
+    Py_XDECREF(held);
     PyErr_Clear();
 }
 
@@ -307,6 +313,19 @@ is_python_owned(const InterpState *s)
     return s->python_owned;
 }
 
+/* What this thread's end leaves of its interpreters (one that runs, or
+   one Tcl made) is no thread's: no other may use it, not even a new one
+   that gets the same thread id.  (GIL held.) */
+static void
+retire_thread_states(void)
+{
+    Tcl_ThreadId me = Tcl_GetCurrentThread();
+    for (InterpState *s = all_states; s != NULL; s = s->next) {
+        if (s->thread == me)
+            s->thread = NULL;
+    }
+}
+
 /* Deletes the interpreters Python made on this thread (it is ending). */
 void
 delete_thread_interps(void)
@@ -328,6 +347,7 @@ ThreadGuard_dealloc(PyObject *self)
 {
     if (python_usable() && !tcl_finalizing) {
         delete_thread_interps();
+        retire_thread_states();
         here.ending_normally = 1;
         Tcl_FinalizeThread();
         here.ending_normally = 0;
@@ -515,9 +535,12 @@ thread_exit_handler(ClientData unused)
         if (t->parked != NULL) {
             PyEval_RestoreThread(t->parked);
             release_in_flight(t);
+            retire_thread_states();
             if (t->own == NULL)
                 shutdown_step(STEP_THREAD_ENDED);
             t->parked = PyEval_SaveThread();
+        } else if (t->holding) {
+            retire_thread_states();     /* tohil's mode: the GIL is held */
         }
         return;
     }
@@ -529,6 +552,7 @@ thread_exit_handler(ClientData unused)
     t->parked = NULL;
     release_in_flight(t);
     delete_thread_interps();
+    retire_thread_states();
     if (t->own == first_state) {
         /* Python 3.11 cannot make a thread state once it has none left (it
            reuses the first one without resetting it): that one stays, and
