@@ -314,15 +314,20 @@ is_python_owned(const InterpState *s)
 }
 
 /* What this thread's end leaves of its interpreters (one that runs, or
-   one Tcl made) is no thread's: no other may use it, not even a new one
-   that gets the same thread id.  (GIL held.) */
+   one Tcl made) is no thread's: no other may use or delete it, not even a
+   new one that gets the same thread id.  (GIL held.) */
 static void
 retire_thread_states(void)
 {
     Tcl_ThreadId me = Tcl_GetCurrentThread();
     for (InterpState *s = all_states; s != NULL; s = s->next) {
-        if (s->thread == me)
-            s->thread = NULL;
+        if (s->thread != me)
+            continue;
+        s->thread = NULL;
+        if (s->delete_requested) {
+            s->delete_requested = 0;
+            atomic_fetch_sub(&deletions_pending, 1);
+        }
     }
 }
 
