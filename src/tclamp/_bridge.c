@@ -3173,10 +3173,12 @@ static void
 interp_deleted(ClientData cd, Tcl_Interp *interp)
 {
     InterpState *s = cd;
+    /* First: a __del__ that the process's end runs after Python stopped
+       taking calls from Tcl may still hold the Interp. */
+    s->interp = NULL;
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;
-    s->interp = NULL;
     if (s->delete_requested) {
         s->delete_requested = 0;
         atomic_fetch_sub(&deletions_pending, 1);
@@ -3260,15 +3262,19 @@ attach(Tcl_Interp *interp, int python_owned)
  * child's references are shown once, by its one Python-made ancestor.
  */
 
-/* Whether `o` is a live interpreter inside `s`'s, at any depth. */
+/* Whether `o` is a live interpreter inside `s`'s, at any depth.  The walk
+   up stops at an interpreter Tcl is deleting: its parent may be gone
+   already (a finalizer that its deletion ran collected the parent). */
 static int
 inside(const InterpState *o, const InterpState *s)
 {
-    if (o->interp == NULL || o->thread != s->thread)
+    if (o->interp == NULL || o->thread != s->thread || Tcl_InterpDeleted(o->interp))
         return 0;
     for (Tcl_Interp *up = Tcl_GetParent(o->interp); up != NULL; up = Tcl_GetParent(up)) {
         if (up == s->interp)
             return 1;
+        if (Tcl_InterpDeleted(up))
+            return 0;
     }
     return 0;
 }
@@ -3285,7 +3291,8 @@ collectable(InterpObject *self)
     InterpState *s = self->state;
     if (s == NULL || handles_released || atomic_load(&python_state) != PY_RUNNING
             || !s->python_owned || s->object != self || s->interp == NULL
-            || s->thread != Tcl_GetCurrentThread() || runs_script(s))
+            || s->thread != Tcl_GetCurrentThread() || Tcl_InterpDeleted(s->interp)
+            || runs_script(s))
         return 0;
     /* A child's running script (its `after` event, say) would end where it
        stands. */
@@ -3481,6 +3488,12 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0))
         return PyErr_Format(PyExc_TypeError, "Interp() takes no arguments");
+    if (here.ended) {
+        /* (a finalizer that the thread's end runs): none would delete it */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this thread is ending: it can make no Tcl interpreter");
+        return NULL;
+    }
     if (load_libtcl() < 0)
         return NULL;
     Tcl_Interp *interp = create_interp();

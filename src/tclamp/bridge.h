@@ -171,6 +171,7 @@ typedef struct {
     int known;                  /* thread exit handler registered */
     int ending_normally;        /* the thread's own end, not thread::exit */
     int holding;                /* keeps the GIL while in Tcl: tohil is here */
+    int ended;                  /* its end retired its interpreters: no new one */
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
 } ThreadBridge;

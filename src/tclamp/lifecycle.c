@@ -315,10 +315,12 @@ is_python_owned(const InterpState *s)
 
 /* What this thread's end leaves of its interpreters (one that runs, or
    one Tcl made) is no thread's: no other may use or delete it, not even a
-   new one that gets the same thread id.  (GIL held.) */
+   new one that gets the same thread id; and the thread makes no more.
+   (GIL held.) */
 static void
 retire_thread_states(void)
 {
+    here.ended = 1;
     Tcl_ThreadId me = Tcl_GetCurrentThread();
     for (InterpState *s = all_states; s != NULL; s = s->next) {
         if (s->thread != me)
