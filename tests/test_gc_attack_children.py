@@ -5,25 +5,8 @@ interpreters (retire_thread_states) and the end's release of every handle
 test_gc_attack_threads_exits.py leave out.  Each script runs in a process
 of its own (processes.py); a crash or a hang fails the test.
 """
-import textwrap
-
-import pytest
-
 from processes import assert_clean, python, tclsh
 from test_interp_cycles import program
-
-CHILDREN = """\
-import os
-lib = os.path.join(os.environ['PYTHONPATH'], '..', 'tcl')
-def child(p, path):
-    p.eval('interp eval %s [list set auto_path [linsert $auto_path 0 %s]]' % (path, lib))
-    p.eval('interp eval %s {package require tclamp}' % path)
-"""
-
-
-def with_children(body):
-    """test_interp_cycles' program, with child() to give a child tclamp."""
-    return program(CHILDREN + textwrap.dedent(body))
 
 
 def test_cycles_through_children_at_every_depth_and_recreated_children(tmp_path):
@@ -31,7 +14,7 @@ def test_cycles_through_children_at_every_depth_and_recreated_children(tmp_path)
     of a child at depth 1, 2 or 3, go in one collection; a child deleted
     and made again under its name (its Interp objects kept), then renamed,
     still holds the cycle, which goes with the parent."""
-    r = python(tmp_path, with_children("""\
+    r = python(tmp_path, program("""\
         pending = []
         class Holder:
             def __init__(s, tag): s.p, s.m = pending[-1]; s.tag = tag
@@ -84,7 +67,7 @@ def test_a_running_child_grandchild_or_alias_hides_the_parents_children(tmp_path
     or a child's alias back to the parent runs, the parent shows the
     collector nothing (gc.get_referents) and stays; so in another thread;
     idle, it shows what its children hold."""
-    r = python(tmp_path, with_children("""\
+    r = python(tmp_path, program("""\
         pending = []
         class Holder:
             def __init__(s): s.p, s.m = pending[-1]
@@ -124,7 +107,7 @@ def test_a_childs_interp_object_kept_after_its_parent_is_collected(tmp_path):
     """The child's Interp (tclamp.tcl there), kept by Python and by the
     collected handle object, answers as deleted once the collection ended
     its parent: every method a clean error or an empty answer."""
-    r = python(tmp_path, with_children("""\
+    r = python(tmp_path, program("""\
         kept, current = [], []
         class H:
             def __init__(s): s.p = current[0]; s.c = tclamp.tcl.interp; kept.append(s.c)
@@ -208,7 +191,7 @@ def test_interpreters_a_python_thread_leaves_by_thread_exit(tmp_path):
     child answer the main thread with clean errors, cancel does nothing,
     collections leave them (also in threads that get the ended one's id);
     the process ends cleanly, the handle's object released."""
-    r = python(tmp_path, with_children("""\
+    r = python(tmp_path, program("""\
         tclamp.Interp()         # imports what a first interpreter needs, here
         G = {}
         class H:
@@ -253,7 +236,7 @@ def test_interpreters_a_python_thread_leaves_by_thread_exit(tmp_path):
 # --- bugs this pass found ---------------------------------------------------
 
 def test_a_parent_collected_inside_its_childs_deletion(tmp_path):
-    r = python(tmp_path, with_children("""\
+    r = python(tmp_path, program("""\
         q = tclamp.Interp()                 # any idle Python-made interpreter
         kids = []
         def make():

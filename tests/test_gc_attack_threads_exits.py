@@ -299,12 +299,9 @@ tclamp.tcl.eval('thread::exit')
 
 
 def test_a_handle_finalizer_at_the_python_hosts_end_deletes_its_own_interpreter(tmp_path):
-    r = python(tmp_path, """\
-        import os, tclamp
-        lib = os.path.join(os.environ['PYTHONPATH'], '..', 'tcl')
+    r = python(tmp_path, program("""\
         p = tclamp.Interp()
-        p.eval('interp create c; c eval [list set auto_path [linsert $auto_path 0 %s]]' % lib)
-        p.eval('c eval {package require tclamp}')
+        p.eval('interp create c'); child(p, 'c')
         class Killer:
             def __del__(s):
                 p.eval('interp delete c')
@@ -313,15 +310,13 @@ def test_a_handle_finalizer_at_the_python_hosts_end_deletes_its_own_interpreter(
         p.create_command('quit', lambda: tclamp.tcl.eval('exit 3'))
         print('exiting', flush=True)
         p.eval('quit')
-    """, extra_env={"PYTHONMALLOC": "debug"})
+    """, collector_runs=True), extra_env={"PYTHONMALLOC": "debug"})
     assert_clean(r, rc=3)
     assert r.stdout == "exiting\ndeleted c\n", r.report
 
 
 def test_a_cycle_through_a_child_interpreters_handle_is_collected(tmp_path):
     r = python(tmp_path, program("""\
-        import os
-        lib = os.path.join(os.environ['PYTHONPATH'], '..', 'tcl')
         class Holder:
             def __init__(s, p, m): s.p = p; s.m = m
             def __del__(s): print('holder del', flush=True)
@@ -329,8 +324,7 @@ def test_a_cycle_through_a_child_interpreters_handle_is_collected(tmp_path):
         def make():
             p = tclamp.Interp()
             m = Marker()
-            p.eval('interp create c; c eval [list set auto_path [linsert $auto_path 0 %s]]' % lib)
-            p.eval('c eval {package require tclamp}')
+            p.eval('interp create c'); child(p, 'c')
             pending.append(Holder(p, m))
             p.eval('c eval {set h [py eval {pending.pop()}]}')
             return weakref.ref(m)

@@ -13,9 +13,14 @@ import textwrap
 from processes import assert_clean, python, tclsh
 
 PRELUDE = """\
-import gc, threading, weakref, tclamp
+import gc, os, threading, weakref, tclamp
 class Marker:
     pass
+def child(p, path):
+    \"\"\"Gives p's child interpreter at path this checkout's tclamp.\"\"\"
+    lib = os.path.join(os.environ['PYTHONPATH'], '..', 'tcl')
+    p.eval('interp eval %s [list set auto_path [linsert $auto_path 0 %s]]' % (path, lib))
+    p.eval('interp eval %s {package require tclamp}' % path)
 def interps():
     return sum(type(o) is tclamp.Interp for o in gc.get_objects())
 def cycle_through_a_command():

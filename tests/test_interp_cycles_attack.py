@@ -106,8 +106,6 @@ def test_a_child_interpreters_event_leaves_its_parent_until_it_ends(tmp_path):
     scripts where they stand, so it stays until they end, and the next
     collection ends it."""
     r = python(tmp_path, program("""\
-        import os
-        lib = os.path.join(os.environ['PYTHONPATH'], '..', 'tcl')
         event = 'py exec {print("in %s", gc.collect() >= 0, w() is None)}; py exec {print("%s ended")}'
         def make():
             p = tclamp.Interp()
@@ -115,8 +113,7 @@ def test_a_child_interpreters_event_leaves_its_parent_until_it_ends(tmp_path):
             p.create_command('f', lambda: (p, m))
             p.eval('interp create c; c eval {interp create g}')
             for path in ('c', '{c g}'):
-                p.eval('interp eval %s [list set auto_path [linsert $auto_path 0 %s]]' % (path, lib))
-                p.eval('interp eval %s {package require tclamp}' % path)
+                child(p, path)
             p.eval('c eval [list after 0 {%s}]' % (event % ('child', 'child'),))
             p.eval('interp eval {c g} [list after 0 {%s}]' % (event % ('grandchild', 'grandchild'),))
             p.eval('c alias back f')

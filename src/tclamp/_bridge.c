@@ -254,7 +254,6 @@ state_new(Tcl_Interp *interp, int python_owned)
         all_states->prev = s;
     all_states = s;
     if (Tcl_GetParent(interp) != NULL) {
-        s->is_inner = 1;
         s->next_inner = inner_states;
         if (inner_states)
             inner_states->prev_inner = s;
@@ -271,7 +270,7 @@ state_decref(InterpState *s)
         return;
     if (s->prev) s->prev->next = s->next; else all_states = s->next;
     if (s->next) s->next->prev = s->prev;
-    if (s->is_inner) {
+    if (s->prev_inner || inner_states == s) {
         if (s->prev_inner) s->prev_inner->next_inner = s->next_inner;
         else inner_states = s->next_inner;
         if (s->next_inner) s->next_inner->prev_inner = s->prev_inner;
@@ -292,6 +291,14 @@ state_hold(InterpState *s)
 }
 
 static void request_delete(InterpState *s);
+
+/* Python runs Tcl in it (busy: a compiled loop may call no command, so Tcl
+   counts no level), or Tcl runs a command of its own there. */
+static int
+runs_script(const InterpState *s)
+{
+    return s->busy > 0 || Tcl_InterpActive(s->interp);
+}
 
 static void
 state_unhold(InterpState *s)
@@ -341,7 +348,7 @@ request_delete(InterpState *s)
         }
         return;                 /* its own thread does it (run_pending_deletions) */
     }
-    if (s->busy > 0 || Tcl_InterpActive(s->interp)) {
+    if (runs_script(s)) {
         if (!s->delete_requested) {
             s->delete_requested = 1;
             atomic_fetch_add(&deletions_pending, 1);
@@ -3075,10 +3082,7 @@ static PyObject *
 Interp_cancel(InterpObject *self, PyObject *unused)
 {
     InterpState *s = self->state;
-    /* busy: Python runs Tcl (a compiled loop may call no command, so Tcl
-       counts no level); active: Tcl runs a command of its own */
-    if (s != NULL && s->interp != NULL && s->thread != NULL
-            && (s->busy > 0 || Tcl_InterpActive(s->interp))) {
+    if (s != NULL && s->interp != NULL && s->thread != NULL && runs_script(s)) {
         s->cancel_sent = 1;
         Tcl_CancelEval(s->interp, NULL, NULL, TCL_CANCEL_UNWIND);
     }
@@ -3277,12 +3281,6 @@ inside(const InterpState *o, const InterpState *s)
             return 0;
     }
     return 0;
-}
-
-static int
-runs_script(const InterpState *s)
-{
-    return s->busy > 0 || Tcl_InterpActive(s->interp);
 }
 
 static int

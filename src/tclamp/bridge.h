@@ -217,8 +217,8 @@ struct InterpState {
     struct Command *commands;   /* records of its Python-made commands (->next) */
     InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
     InterpState *prev, *next;   /* every state, for exit and cross-thread work */
-    int is_inner;               /* the interpreter has a parent: */
-    InterpState *prev_inner, *next_inner;   /* in _bridge.c's inner_states */
+    InterpState *prev_inner, *next_inner;   /* in _bridge.c's inner_states, if
+                                               the interpreter has a parent */
 };
 
 struct InterpObject {
