@@ -127,7 +127,7 @@ soak: setup
 # the set-up; object code is not kept.  Needs PYTHON 3.13 or newer (make
 # matrix runs it on sid's 3.14 and 3.15).
 free-threaded-build: setup
-	for source in _bridge text_fast aten_programs lifecycle; do \
+	for source in _bridge interp text_fast aten_programs lifecycle; do \
 	    cc -c -o /dev/null -std=gnu11 -Wall -Wno-unused-parameter -Werror -DPy_GIL_DISABLED=1 \
 	    -DUSE_TCL_STUBS=1 -DTCLAMP_VERSION='"$(shell cat src/tclamp/VERSION)"' \
 	    -I$(shell $(PY) -c 'import sysconfig; print(sysconfig.get_paths()["include"])') \

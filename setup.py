@@ -26,7 +26,7 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 # The bridge's C files (bridge.h says what each holds).
-BRIDGE_SOURCES = ["_bridge.c", "text_fast.c", "aten_programs.c", "lifecycle.c"]
+BRIDGE_SOURCES = ["_bridge.c", "interp.c", "text_fast.c", "aten_programs.c", "lifecycle.c"]
 BRIDGE_HEADERS = ["bridge.h", "compat.h", "aten_ops.h"]
 SETTINGS = ["TCL_VERSION", "TCL_INCLUDE_SPEC", "TCL_STUB_LIB_SPEC"]
 USUAL_PLACES = ["/usr/lib/tcl8.6/tclConfig.sh", "/usr/lib/tcl9.0/tclConfig.sh",

@@ -5,21 +5,24 @@
  * `tclamp._bridge` and the Tcl extension `Tclamp` (Tclamp_Init), so one
  * process never holds two copies of the bridge's state.
  *
- *   Tcl host:    `package require tclamp` loads this file; Tclamp_Init starts
- *                CPython in the environment named by $TCLAMP_PYTHON or
- *                ::tclamp::python (set by pkgIndex.tcl), then hands the
- *                interpreter to tclamp._attach, which registers the commands.
- *   Python host: `import tclamp` loads this file as a module; Interp() loads
+ *   Tcl host:    `package require tclamp` loads the shared object;
+ *                Tclamp_Init starts CPython in the environment named by
+ *                $TCLAMP_PYTHON or ::tclamp::python (set by pkgIndex.tcl),
+ *                then hands the interpreter to tclamp._attach, which
+ *                registers the commands.
+ *   Python host: `import tclamp` loads it as a module; Interp() loads
  *                libtcl, creates an interpreter and attaches it the same way.
  *                Python may also be running already when Tcl loads us (a
  *                program using tkinter, an application embedding both).
  *
  * Everything that is policy (argument parsing, the torch:: commands, error
- * texts) lives in Python.  This file converts values, moves errors across
- * with their details, manages the GIL and the lifetimes of interpreters and
- * handles, and runs command "plans" (see python_command).  bridge.h has the
- * shared types, the lifetime rules and how each entry point holds the GIL;
- * the speed layers and the process's start and end are files of their own.
+ * texts) lives in Python.  This file, the core, converts values, moves
+ * errors across with their details, manages the GIL and the lifetimes of
+ * interpreters and handles, and runs command "plans" (see python_command).
+ * interp.c, on top of it, holds the Interp type, the Python host and both
+ * ways in (the module's init, Tclamp_Init).  bridge.h has the shared types,
+ * the lifetime rules and how each entry point holds the GIL; the speed
+ * layers and the process's start and end are files of their own.
  */
 #include "bridge.h"
 #include <dlfcn.h>
@@ -29,19 +32,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#define KEPT_VALUES 128         /* Interp.eval scripts, Interp.call command names kept */
 #define CODE_CACHE_SIZE 128     /* py eval/exec sources kept compiled, per interpreter */
 #define DELETE_RETRY_MS 10      /* an interpreter still running is deleted later */
 
-/* Set once by tclamp/__init__.py through configure(). */
-static PyObject *TclErrorType;  /* tclamp.TclError(result, errorcode, errorinfo, code) */
-static PyObject *describe_error;/* exc -> (message, errorcode, errorInfo tail|None) */
+/* Set once by tclamp/__init__.py through configure() (bridge.h). */
+PyObject *TclErrorType, *describe_error;
 
 /* ------------------------------------------------------------------ */
 /* Entering Python from Tcl                                             */
-
-static void state_hold(InterpState *s);
-static void state_unhold(InterpState *s);
 
 /* First contact of a thread: remember to clean up at its end, and give a
    pure Tcl thread a Python thread state of its own (taking the GIL). */
@@ -142,26 +140,10 @@ leave(Entry *e)
         atomic_fetch_sub(&entries_active, 1);
 }
 
-/* Runs Tcl code from Python with the GIL released (kept while holding;
-   a parked state taken back for good means holding began inside). */
-#define WITHOUT_GIL(statement) do {                 \
-        if (here.holding) {                         \
-            statement;                              \
-        } else {                                    \
-            PyThreadState *saved_ = here.parked;    \
-            here.parked = PyEval_SaveThread();      \
-            statement;                              \
-            wait_if_python_finalizing();            \
-            if (here.parked != NULL)                \
-                PyEval_RestoreThread(here.parked);  \
-            here.parked = saved_;                   \
-        }                                           \
-    } while (0)
-
 /* Tcl's stdout is buffered and Python's is not when Tcl hosts: writing out
    what Tcl holds before Python runs keeps the two in order, and nothing
    is left in a thread's buffer if another thread ends the process. */
-static void
+void
 flush_tcl_stdout(void)
 {
     Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT);
@@ -224,14 +206,13 @@ record_deleted(Lifetime *life)
 /* ------------------------------------------------------------------ */
 /* Interpreters                                                         */
 
-static PyTypeObject InterpType;
 static PyTypeObject OutcomeType;
 
 /* The states of interpreters that have a parent (children that loaded
    tclamp): the cycle collector's (Interp_traverse).  Guarded by the GIL. */
-static InterpState *inner_states;
+InterpState *inner_states;
 
-static InterpState *
+InterpState *
 state_new(Tcl_Interp *interp, int python_owned)
 {
     InterpState *s = (InterpState *)PyMem_Calloc(1, sizeof(InterpState));
@@ -263,7 +244,7 @@ state_new(Tcl_Interp *interp, int python_owned)
 }
 
 /* Drops one reference; the last frees the state.  Needs the GIL. */
-static void
+void
 state_decref(InterpState *s)
 {
     if (--s->refs > 0)
@@ -284,30 +265,28 @@ state_decref(InterpState *s)
     PyMem_Free(s);
 }
 
-static void
+void
 state_hold(InterpState *s)
 {
     s->busy++;
 }
 
-static void request_delete(InterpState *s);
-
 /* Python runs Tcl in it (busy: a compiled loop may call no command, so Tcl
    counts no level), or Tcl runs a command of its own there. */
-static int
+int
 runs_script(const InterpState *s)
 {
     return s->busy > 0 || Tcl_InterpActive(s->interp);
 }
 
-static void
+void
 state_unhold(InterpState *s)
 {
     if (--s->busy == 0 && s->delete_requested && s->interp != NULL)
         request_delete(s);
 }
 
-static int
+int
 check_usable(InterpState *s)
 {
     if (s == NULL || s->interp == NULL) {
@@ -336,7 +315,7 @@ delete_later(ClientData cd)
     leave(&e);
 }
 
-static void
+void
 request_delete(InterpState *s)
 {
     if (s->interp == NULL || s->thread == NULL)
@@ -374,7 +353,7 @@ is_left_to_us(const InterpState *s)
 
 /* Deletes this thread's interpreters that were left to it (their last
    Python reference went in another thread, or while they ran). */
-static void
+void
 run_pending_deletions(void)
 {
     if (atomic_load_explicit(&deletions_pending, memory_order_relaxed) == 0)
@@ -389,7 +368,7 @@ run_pending_deletions(void)
 
 /* A value past the running Tcl's size limit (2 GiB in 8.6) is an error,
    never cut. */
-static int
+int
 check_tcl_size(Py_ssize_t n, const char *what, const char *unit)
 {
     if (n > (Py_ssize_t)TCL_SIZE_MAX) {
@@ -404,7 +383,7 @@ check_tcl_size(Py_ssize_t n, const char *what, const char *unit)
    a value is read by its type where that saves parsing its text.  Each is
    learnt from a value Tcl makes, since Tcls register different names
    (Tcl 9 registers no "int"). */
-static const Tcl_ObjType *string_type, *int_type, *wide_type, *bignum_type,
+const Tcl_ObjType *string_type, *int_type, *wide_type, *bignum_type,
     *double_type, *list_type, *bytearray_type;
 
 static const Tcl_ObjType *
@@ -435,7 +414,7 @@ look_up_tcl_types(void)
     bytearray_type = type_of(Tcl_NewByteArrayObj((const unsigned char *)"x", 1));
 }
 
-static void
+void
 find_tcl_types(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -455,7 +434,7 @@ str_from_units(Tcl_Obj *obj)
         : PyUnicode_DecodeUTF32((const char *)u, (Py_ssize_t)n * 4, "surrogatepass", &order);
 }
 
-static PyObject *
+PyObject *
 str_from_tcl(Tcl_Obj *obj)
 {
     /* Held only as code units (a str from Python, say): read those rather
@@ -520,7 +499,7 @@ tcl_from_units(PyObject *s)
     return obj;
 }
 
-static Tcl_Obj *
+Tcl_Obj *
 tcl_from_str(PyObject *s)
 {
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
@@ -573,8 +552,6 @@ big_int_to_tcl(InterpState *owner, PyObject *v)
     Tcl_DecrRefCount(value);
     return result;
 }
-
-static Tcl_Obj *to_tcl(InterpState *owner, PyObject *v);
 
 #define LIST_STACK_ITEMS 16     /* items of a list converted without an allocation */
 
@@ -652,7 +629,7 @@ sequence_to_tcl(InterpState *owner, PyObject *v)
 }
 
 /* A Python value as a new (refcount 0) Tcl value, or NULL with a Python error. */
-static Tcl_Obj *
+Tcl_Obj *
 to_tcl(InterpState *owner, PyObject *v)
 {
     if (v == Py_None)
@@ -704,8 +681,7 @@ to_tcl(InterpState *owner, PyObject *v)
     return make_handle(owner, v);
 }
 
-static unsigned long handles_made;      /* names are unique in the process (GIL) */
-static void delete_handles_since(InterpState *owner, unsigned long mark);
+unsigned long handles_made;      /* names are unique in the process (GIL) */
 
 /* to_tcl for a whole result: if it fails partway, the handles it made for
    the part already converted go again, so nothing is left behind (they are
@@ -719,7 +695,6 @@ result_to_tcl(InterpState *owner, PyObject *v)
         delete_handles_since(owner, mark);
     return obj;
 }
-
 
 static int
 is_handle_name(const char *s, Tcl_Size len)
@@ -780,7 +755,7 @@ handle_named(InterpState *owner, Tcl_Obj *word)
 }
 
 /* A Tcl argument for Python: the object if it names a live handle, else str. */
-static PyObject *
+PyObject *
 arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
 {
     const int renamed = owner != NULL && owner->renamed_handles > 0;
@@ -986,7 +961,7 @@ take_in_flight(Tcl_Obj *code)
 
 /* The pending Python exception becomes the Tcl outcome (an error, or the
    code a TclError carries); returns that code. */
-static int
+int
 report_python_error(InterpState *owner, Tcl_Interp *interp)
 {
     PyObject *type, *value, *tb;
@@ -1054,33 +1029,10 @@ dict_str(Tcl_Obj *dict, const char *key)
     return v ? str_from_tcl(v) : PyUnicode_FromString("");
 }
 
-/* How a script run from Python ended, as Tcl ends a script at level 0:
-   `return` counts down its -level and then ends with its -code. */
-static int
-effective_code(Tcl_Interp *interp, int code)
-{
-    if (code != TCL_RETURN)
-        return code;
-    Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
-    Tcl_IncrRefCount(options);
-    Tcl_Obj *key = Tcl_NewStringObj("-level", -1), *value = NULL;
-    int level = 1, inner = TCL_OK;
-    Tcl_IncrRefCount(key);
-    if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL)
-        Tcl_GetIntFromObj(NULL, value, &level);
-    Tcl_SetStringObj(key, "-code", -1);
-    value = NULL;
-    if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL)
-        Tcl_GetIntFromObj(NULL, value, &inner);
-    Tcl_DecrRefCount(key);
-    Tcl_DecrRefCount(options);
-    return level <= 1 ? inner : TCL_RETURN;
-}
-
 /* The interpreter's outcome `code` (not OK) becomes tclamp.TclError with
    the code it carries, or the Python exception (KeyboardInterrupt and
    SystemExit too) that caused it; returns NULL. */
-static PyObject *
+PyObject *
 raise_tcl_error(Tcl_Interp *interp, int code)
 {
     Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
@@ -1438,7 +1390,7 @@ handle_list_delete(HandleList *l)
 /* After a conversion failed partway: the handles it made go (they are the
    ones numbered above `mark`), and the Python error stays (handle_deleted
    keeps it). */
-static void
+void
 delete_handles_since(InterpState *owner, unsigned long mark)
 {
     HandleList made;
@@ -1448,7 +1400,7 @@ delete_handles_since(InterpState *owner, unsigned long mark)
     handle_list_delete(&made);
 }
 
-static int
+int
 release_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     InterpState *owner = cd;
@@ -1522,6 +1474,41 @@ apply_outcome(Tcl_Interp *interp, OutcomeObject *o)
     return o->options ? Tcl_SetReturnOptions(interp, o->options) : TCL_OK;
 }
 
+/* An Outcome to fill, made before the script runs: once Tcl has run it,
+   nothing can fail. */
+PyObject *
+outcome_new(void)
+{
+    OutcomeObject *o = PyObject_New(OutcomeObject, &OutcomeType);
+    if (o != NULL) {
+        o->result = o->options = NULL;
+        o->code = TCL_OK;
+    }
+    return (PyObject *)o;
+}
+
+/* Takes how the script `interp` just ran ended (with `code`) into `outcome`;
+   the interpreter's result is reset. */
+void
+outcome_fill(PyObject *outcome, Tcl_Interp *interp, int code)
+{
+    OutcomeObject *o = (OutcomeObject *)outcome;
+    o->code = code;
+    /* A normal end with no options of its own (just -code 0 -level 0)
+       needs none to end the command the same way. */
+    Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
+    Tcl_Size size = 0;
+    Tcl_IncrRefCount(options);
+    if (code == TCL_OK && Tcl_DictObjSize(NULL, options, &size) == TCL_OK && size == 2) {
+        Tcl_DecrRefCount(options);
+        options = NULL;
+    }
+    o->options = options;
+    o->result = Tcl_GetObjResult(interp);
+    Tcl_IncrRefCount(o->result);
+    Tcl_ResetResult(interp);
+}
+
 /* ------------------------------------------------------------------ */
 /* Script: the script word of a running command, as Tcl's own value     */
 
@@ -1592,6 +1579,19 @@ script_end(PyObject *script)
     }
 }
 
+/* What Interp.evaluate runs: a Script's word, or a str as a new value
+   (refcount 0); NULL with an error for anything else. */
+Tcl_Obj *
+script_to_tcl(PyObject *script)
+{
+    if (Py_IS_TYPE(script, &ScriptType))
+        return script_word((ScriptObject *)script);
+    if (PyUnicode_Check(script))
+        return tcl_from_str(script);
+    PyErr_Format(PyExc_TypeError, "script must be str or Script");
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* Commands implemented in Python                                       */
 
@@ -1624,7 +1624,7 @@ script_end(PyObject *script)
 /* Whether commands remember plans, for the whole process: always, but
    for a test or a diagnosis that turns it off (_bridge.memo) to see that
    remembering changes nothing.  Read before the GIL is taken. */
-static atomic_int memo_on = 1;
+atomic_int memo_on = 1;
 
 static int
 memo_matches(const Memo *m, int objc, Tcl_Obj *const objv[])
@@ -1842,7 +1842,7 @@ call_handle_form(const Command *cmd, Tcl_Interp *interp, const CallArgs *args)
     return TCL_OK;
 }
 
-static int
+int
 python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     Command *cmd = cd;
@@ -1942,6 +1942,46 @@ python_command_deleted(ClientData cd)
     record_deleted(&((Command *)cd)->life);
 }
 
+/* A Tcl command `name` whose record holds `callable`. */
+PyObject *
+add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *callable,
+            int planned, int script, PyObject *handle_form)
+{
+    /* The handle form's constant result: a Tcl value made once, here. */
+    Tcl_Obj *constant = NULL;
+    if (handle_form != NULL && PyTuple_GET_ITEM(handle_form, 3) != Py_None) {
+        if ((constant = to_tcl(s, PyTuple_GET_ITEM(handle_form, 3))) == NULL)
+            return NULL;
+        Tcl_IncrRefCount(constant);
+    }
+    Command *cmd = (Command *)PyMem_Calloc(1, sizeof(Command));
+    if (cmd == NULL) {
+        if (constant)
+            Tcl_DecrRefCount(constant);
+        return PyErr_NoMemory();
+    }
+    cmd->life.free = free_command;
+    cmd->owner = s;
+    s->refs++;
+    cmd->next = s->commands;
+    if (cmd->next) cmd->next->prev = cmd;
+    s->commands = cmd;
+    cmd->callable = Py_NewRef(callable);
+    cmd->planned = planned;
+    cmd->script = script;
+    if (handle_form != NULL) {
+        cmd->handle_result = constant;
+        cmd->handle_types = Py_NewRef(PyTuple_GET_ITEM(handle_form, 0));
+        cmd->handle_method = Py_NewRef(PyTuple_GET_ITEM(handle_form, 1));
+        PyUnicode_InternInPlace(&cmd->handle_method);
+        cmd->handle_defaults = Py_NewRef(PyTuple_GET_ITEM(handle_form, 2));
+    }
+    if (Tcl_CreateObjCommand(s->interp, name, proc, cmd, python_command_deleted) == NULL) {
+        free_command(&cmd->life);   /* Tcl is deleting the interpreter */
+        return PyErr_Format(PyExc_RuntimeError, "the Tcl interpreter has been deleted");
+    }
+    Py_RETURN_NONE;
+}
 
 /* ------------------------------------------------------------------ */
 /* py call, py eval, py exec: the py ensemble's own commands, in C      */
@@ -1972,7 +2012,6 @@ static const char *const run_usages[] = {"py eval expression", "py exec code"};
    (WRONG_ARGS, PY_CALL_USAGE): the py commands written in Python give the
    same errors through errors.wrong_args. */
 #define WRONG_ARGS "wrong # args: should be \"%s\""
-#define CACHE_MAX_CHARS 16384   /* longer scripts and sources are not kept in the dicts */
 
 static PyObject *main_name;     /* "__main__", interned (set up by the module's init) */
 static PyObject *builtins_name; /* "__builtins__", interned */
@@ -2031,7 +2070,7 @@ static Tcl_ObjType python_rep = {
 };
 
 /* With the GIL: the Python objects that Tcl let go. */
-static void
+void
 release_unused_objects(void)
 {
     if (atomic_load_explicit(&unused_waiting, memory_order_relaxed) == 0)
@@ -2070,7 +2109,7 @@ keep_python_rep(Tcl_Obj *obj, PyObject *meaning, int kind)
 
 /* Keeps `value` under `key` in a dict of at most `size` entries, the oldest
    going first.  A failure only costs the cache. */
-static void
+void
 cache_put(PyObject *cache, PyObject *key, PyObject *value, Py_ssize_t size)
 {
     if (PyDict_GET_SIZE(cache) >= size) {
@@ -2196,13 +2235,13 @@ run_source(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[], i
     return py_command_done(cmd, interp, value, &e);
 }
 
-static int
+int
 py_eval_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     return run_source(cd, interp, objc, objv, RUN_EVAL);
 }
 
-static int
+int
 py_exec_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     return run_source(cd, interp, objc, objv, RUN_EXEC);
@@ -2236,7 +2275,7 @@ name_parts(Tcl_Obj *word, PyObject *text)
    in builtins (a new reference); NULL without an error when it is in
    neither, and an import must decide (bridge.resolve).  The one place for
    this rule: bridge.resolve calls it as _bridge.main_or_builtin. */
-static PyObject *
+PyObject *
 look_up_first(PyObject *first)
 {
     PyObject *namespace = main_namespace();
@@ -2313,7 +2352,7 @@ call_with_options(Command *cmd, int objc, Tcl_Obj *const objv[])
     return value;
 }
 
-static int
+int
 py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     Command *cmd = cd;
@@ -2347,6 +2386,28 @@ py_call_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
     return py_command_done(cmd, interp, value, &e);
 }
 
+/* The module's share of the core (its init calls this): the Outcome and
+   Script types, the usage texts, and the names py call, eval and exec
+   look up. */
+int
+core_add_to_module(PyObject *m)
+{
+    if (PyType_Ready(&OutcomeType) < 0 || PyType_Ready(&ScriptType) < 0)
+        return -1;
+    if (main_name == NULL) {
+        main_name = PyUnicode_InternFromString("__main__");
+        builtins_name = PyUnicode_InternFromString("__builtins__");
+        builtins_module = PyImport_ImportModule("builtins");
+        if (main_name == NULL || builtins_name == NULL || builtins_module == NULL)
+            return -1;
+        text_fast_init();
+    }
+    return PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0
+        || PyModule_AddObjectRef(m, "Script", (PyObject *)&ScriptType) < 0
+        || PyModule_AddStringConstant(m, "WRONG_ARGS", WRONG_ARGS) < 0
+        || PyModule_AddStringConstant(m, "PY_CALL_USAGE", PY_CALL_USAGE) < 0 ? -1 : 0;
+}
+
 /* ------------------------------------------------------------------ */
 /* py scope: the handles a script makes go when it ends                  */
 
@@ -2366,6 +2427,25 @@ typedef struct ScopeFrame {
     int kept_count, kept_room;
     struct ScopeFrame *outer;
 } ScopeFrame;
+
+/* py keep: the handle named `name` outlives the innermost running scope
+   that began before it was made, and belongs to the enclosing one. */
+void
+keep_in_scope(InterpState *s, PyObject *name)
+{
+    unsigned long number = handle_number(s, name);
+    for (ScopeFrame *f = number ? s->scopes : NULL; f != NULL; f = f->outer) {
+        if (number > f->mark) {
+            if (f->kept_count == f->kept_room) {
+                f->kept_room = f->kept_room ? 2 * f->kept_room : 4;
+                f->kept = (unsigned long *)ckrealloc((char *)f->kept,
+                                                     f->kept_room * sizeof(unsigned long));
+            }
+            f->kept[f->kept_count++] = number;
+            break;
+        }
+    }
+}
 
 static int
 compare_numbers(const void *a, const void *b)
@@ -2457,7 +2537,7 @@ end_scope(InterpState *s, Tcl_Interp *interp, ScopeFrame *f, int code)
     return Tcl_RestoreInterpState(interp, outcome);
 }
 
-static int
+int
 scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     InterpState *s = cd;
@@ -2495,1205 +2575,3 @@ scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]
     return code;
 }
 
-/* ------------------------------------------------------------------ */
-/* Interp methods                                                       */
-
-/* What Python asks a result to become: Interp.eval and call, `result=`. */
-enum { AS_STR, AS_INT, AS_FLOAT, AS_LIST, AS_OBJECT };
-
-static int
-wanted_result(PyObject *result)
-{
-    if (result == (PyObject *)&PyUnicode_Type)
-        return AS_STR;
-    if (result == (PyObject *)&PyLong_Type)
-        return AS_INT;
-    if (result == (PyObject *)&PyFloat_Type)
-        return AS_FLOAT;
-    if (result == (PyObject *)&PyList_Type)
-        return AS_LIST;
-    if (result == (PyObject *)&PyBaseObject_Type)
-        return AS_OBJECT;
-    PyErr_Format(PyExc_TypeError, "result must be str, int, float, list or object, not %R",
-                 result);
-    return -1;
-}
-
-/* The keyword arguments of eval and call: only `result`. */
-static int
-parse_result_keyword(const char *method, PyObject *const *values, PyObject *kwnames, int *want)
-{
-    *want = AS_STR;
-    Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "result") != 0) {
-            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%S'",
-                         method, name);
-            return -1;
-        }
-        if ((*want = wanted_result(values[i])) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* The message Tcl left in `interp` about a value, as a ValueError. */
-static PyObject *
-value_error(Tcl_Interp *interp)
-{
-    PyObject *message = str_from_tcl(Tcl_GetObjResult(interp));
-    Tcl_ResetResult(interp);
-    if (message != NULL) {
-        PyErr_SetObject(PyExc_ValueError, message);
-        Py_DECREF(message);
-    }
-    return NULL;
-}
-
-/* An integer of any size, as Tcl reads it. */
-static PyObject *
-int_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
-{
-    long long w;
-    if (obj->typePtr == NULL || obj->typePtr != bignum_type) {
-        if (int_obj_value(obj, &w) == TCL_OK
-                && (obj->typePtr == NULL || obj->typePtr != bignum_type))
-            return PyLong_FromLongLong(w);
-    }
-    /* Past 64 bits (where Tcl 8.6 would wrap), or not an integer: Tcl's
-       hexadecimal digits, which Python reads at any length, or its error. */
-    Tcl_Obj *hex = Tcl_Format(interp, "%llx", 1, &obj);
-    if (hex == NULL)
-        return value_error(interp);
-    Tcl_IncrRefCount(hex);
-    PyObject *value = PyLong_FromString(Tcl_GetString(hex), NULL, 16);
-    Tcl_DecrRefCount(hex);
-    return value;
-}
-
-static PyObject *float_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj);
-static PyObject *list_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj);
-
-/* A value as the Python type that Tcl's own type of it suggests: an integer
-   is an int, a double a float, a list a list (of such values), a byte array
-   that has no text bytes, anything else a str. */
-static PyObject *
-object_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
-{
-    const Tcl_ObjType *type = obj->typePtr;
-    if (type == NULL)
-        return str_from_tcl(obj);
-    if (type == int_type || type == wide_type || type == bignum_type)
-        return int_from_tcl(interp, obj);
-    if (type == double_type)
-        return float_from_tcl(interp, obj);
-    if (type == list_type)
-        return list_from_tcl(interp, obj);
-    if (type == bytearray_type && obj->bytes == NULL) {
-        Tcl_Size n;
-        unsigned char *bytes = Tcl_GetByteArrayFromObj(obj, &n);
-        return PyBytes_FromStringAndSize((const char *)bytes, n);
-    }
-    return str_from_tcl(obj);
-}
-
-static PyObject *
-float_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
-{
-    double d;
-    if (Tcl_GetDoubleFromObj(NULL, obj, &d) == TCL_OK)
-        return PyFloat_FromDouble(d);
-    if (obj->typePtr == double_type && double_type != NULL)
-        return PyFloat_FromDouble(Py_NAN);      /* the one double Tcl will not give */
-    if (Tcl_GetDoubleFromObj(interp, obj, &d) != TCL_OK)
-        return value_error(interp);
-    return PyFloat_FromDouble(d);
-}
-
-static PyObject *
-list_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
-{
-    Tcl_Size n;
-    Tcl_Obj **items;
-    if (Tcl_ListObjGetElements(interp, obj, &n, &items) != TCL_OK)
-        return value_error(interp);
-    if (Py_EnterRecursiveCall(" while converting a Tcl list to Python"))
-        return NULL;
-    PyObject *list = PyList_New(n);
-    for (Tcl_Size i = 0; list != NULL && i < n; i++) {
-        PyObject *item = object_from_tcl(interp, items[i]);
-        if (item == NULL)
-            Py_CLEAR(list);
-        else
-            PyList_SET_ITEM(list, i, item);
-    }
-    Py_LeaveRecursiveCall();
-    return list;
-}
-
-/* What an evaluation from Python returns: the result as asked for (str by
-   default), or NULL with tclamp.TclError raised for any other outcome than
-   a normal end. */
-static PyObject *
-eval_result(Tcl_Interp *interp, int code, int want)
-{
-    code = effective_code(interp, code);
-    if (code != TCL_OK)
-        return raise_tcl_error(interp, code);
-    Tcl_Obj *obj = Tcl_GetObjResult(interp);
-    if (want == AS_STR) {
-        PyObject *result = str_from_tcl(obj);
-        Tcl_ResetResult(interp);
-        return result;
-    }
-    Tcl_IncrRefCount(obj);
-    Tcl_ResetResult(interp);
-    PyObject *result = want == AS_INT ? int_from_tcl(interp, obj)
-        : want == AS_FLOAT ? float_from_tcl(interp, obj)
-        : want == AS_LIST ? list_from_tcl(interp, obj)
-        : object_from_tcl(interp, obj);
-    Tcl_DecrRefCount(obj);
-    return result;
-}
-
-/* Runs Tcl on behalf of Python, the interpreter held busy so that its
-   deletion waits; callers Tcl_Preserve it until they have read the result. */
-#define RUN_TCL(s, statement) do {                  \
-        state_hold(s);                              \
-        WITHOUT_GIL(statement);                     \
-        flush_tcl_stdout(); /* before Python prints again */ \
-    } while (0)
-
-/* A cancel that reached Tcl as its evaluation ended would stop the next
-   one: a command of its own takes it, and the interpreter's result and
-   error state are as they were. */
-static void
-drop_stale_cancel(InterpState *s)
-{
-    s->cancel_sent = 0;
-    Tcl_InterpState saved = Tcl_SaveInterpState(s->interp, TCL_OK);
-    Tcl_Obj *command = Tcl_NewStringObj("list", -1);
-    Tcl_IncrRefCount(command);
-    Tcl_EvalObjEx(s->interp, command, TCL_EVAL_GLOBAL);
-    Tcl_DecrRefCount(command);
-    Tcl_RestoreInterpState(s->interp, saved);
-}
-
-/* After Tcl ran: the caller's result is read; then deferred deletions. */
-static void
-tcl_done(InterpState *s)
-{
-    if (s->cancel_sent && s->busy == 1 && s->interp != NULL && !Tcl_InterpActive(s->interp))
-        drop_stale_cancel(s);       /* the outermost evaluation ended */
-    state_unhold(s);
-    run_pending_deletions();
-}
-
-/* The interpreter, for a method that takes a str and may run here; NULL
-   with the error otherwise. */
-static InterpState *
-usable_given_str(InterpObject *self, PyObject *arg)
-{
-    if (check_usable(self->state) < 0)
-        return NULL;
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    return self->state;
-}
-
-/* py keep: the handle outlives the innermost running scope that began
-   before it was made, and belongs to the enclosing one. */
-static PyObject *
-Interp_keep_in_scope(InterpObject *self, PyObject *name)
-{
-    InterpState *s = usable_given_str(self, name);
-    if (s == NULL)
-        return NULL;
-    unsigned long number = handle_number(s, name);
-    for (ScopeFrame *f = number ? s->scopes : NULL; f != NULL; f = f->outer) {
-        if (number > f->mark) {
-            if (f->kept_count == f->kept_room) {
-                f->kept_room = f->kept_room ? 2 * f->kept_room : 4;
-                f->kept = (unsigned long *)ckrealloc((char *)f->kept,
-                                                     f->kept_room * sizeof(unsigned long));
-            }
-            f->kept[f->kept_count++] = number;
-            break;
-        }
-    }
-    Py_RETURN_NONE;
-}
-
-static void
-release_kept_value(PyObject *capsule)
-{
-    Tcl_DecrRefCount((Tcl_Obj *)PyCapsule_GetPointer(capsule, "tclamp.value"));
-}
-
-/* The Tcl value of `text`, with a reference for the caller.  The values of
-   recent texts are kept in `*cache` (on the interpreter's thread, which
-   alone frees them), with what Tcl made of them: a script's bytecode, the
-   command a name means.  Without them (measured for issue 30, compare.py)
-   Interp.eval("set x") went from 0.43x _tkinter's time to 2.3x, and
-   Interp.call(proc, "a", 1) from 0.89x to 1.07x: both past their targets. */
-static Tcl_Obj *
-kept_value(PyObject **cache, PyObject *text)
-{
-    Tcl_Obj *obj;
-    if (!PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) > CACHE_MAX_CHARS) {
-        if ((obj = tcl_from_str(text)) != NULL)
-            Tcl_IncrRefCount(obj);
-        return obj;
-    }
-    if (*cache == NULL && (*cache = PyDict_New()) == NULL)
-        return NULL;
-    PyObject *kept = PyDict_GetItemWithError(*cache, text);
-    if (kept != NULL) {
-        obj = PyCapsule_GetPointer(kept, "tclamp.value");
-        Tcl_IncrRefCount(obj);
-        return obj;
-    }
-    if (PyErr_Occurred() || (obj = tcl_from_str(text)) == NULL)
-        return NULL;
-    Tcl_IncrRefCount(obj);      /* the caller's */
-    Tcl_IncrRefCount(obj);      /* the capsule's */
-    PyObject *capsule = PyCapsule_New(obj, "tclamp.value", release_kept_value);
-    if (capsule == NULL) {
-        Tcl_DecrRefCount(obj);
-        PyErr_Clear();
-        return obj;
-    }
-    cache_put(*cache, text, capsule, KEPT_VALUES);
-    Py_DECREF(capsule);
-    return obj;
-}
-
-/* Interp.eval's and Interp.call's first checks: their result= keyword
-   (after the positional arguments), and an interpreter this thread may use. */
-static InterpState *
-usable_wanting(InterpObject *self, const char *method, PyObject *const *keywords,
-               PyObject *kwnames, int *want)
-{
-    if (parse_result_keyword(method, keywords, kwnames, want) < 0 || check_usable(self->state) < 0)
-        return NULL;
-    return self->state;
-}
-
-/* Runs Tcl at global level for Python: the script *objv (objc 0) or a
-   command's words; its result as `want` asks, or its error raised. */
-static inline PyObject *
-run_global(InterpState *s, int objc, Tcl_Obj *const objv[], int want)
-{
-    Tcl_Interp *interp = s->interp;
-    int code;
-    Tcl_Preserve(interp);
-    RUN_TCL(s, code = objc == 0 ? Tcl_EvalObjEx(interp, objv[0], TCL_EVAL_GLOBAL)
-                                : Tcl_EvalObjv(interp, objc, objv, TCL_EVAL_GLOBAL));
-    PyObject *result = eval_result(interp, code, want);
-    Tcl_Release(interp);
-    tcl_done(s);
-    return result;
-}
-
-static PyObject *
-Interp_eval(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-    int want;
-    if (nargs != 1)
-        return PyErr_Format(PyExc_TypeError, "eval() takes 1 positional argument (%zd given)",
-                            nargs);
-    InterpState *s = usable_wanting(self, "eval", args + nargs, kwnames, &want);
-    if (s == NULL)
-        return NULL;
-    PyObject *script = args[0];
-    if (!PyUnicode_Check(script))
-        return PyErr_Format(PyExc_TypeError, "script must be str, not %.100s",
-                            Py_TYPE(script)->tp_name);
-    release_unused_objects();
-    Tcl_Obj *obj = kept_value(&s->scripts, script);
-    if (obj == NULL)
-        return NULL;
-    PyObject *result = run_global(s, 0, &obj, want);
-    Tcl_DecrRefCount(obj);
-    return result;
-}
-
-static PyObject *
-Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
-{
-    int want;
-    InterpState *s = usable_wanting(self, "call", args + nargs, kwnames, &want);
-    if (s == NULL)
-        return NULL;
-    Py_ssize_t n = nargs;
-    if (n == 0)
-        return PyErr_Format(PyExc_TypeError, "call() needs a command name");
-    release_unused_objects();
-    if (check_tcl_size(n, "call", "words") < 0)
-        return NULL;
-    Tcl_Obj *stack[CALL_STACK_ARGS], **objv = stack;
-    if (n > CALL_STACK_ARGS && (objv = PyMem_New(Tcl_Obj *, n)) == NULL)
-        return PyErr_NoMemory();
-    Py_ssize_t made;
-    unsigned long mark = handles_made;
-    for (made = 0; made < n; made++) {
-        if (made == 0 && PyUnicode_CheckExact(args[0])) {
-            if ((objv[0] = kept_value(&s->command_names, args[0])) == NULL)
-                break;
-            continue;
-        }
-        objv[made] = to_tcl(s, args[made]);
-        if (objv[made] == NULL)
-            break;
-        Tcl_IncrRefCount(objv[made]);
-    }
-    PyObject *result = NULL;
-    if (made == n)
-        result = run_global(s, (int)n, objv, want);
-    else if (handles_made != mark)
-        delete_handles_since(s, mark);
-    while (made-- > 0)
-        Tcl_DecrRefCount(objv[made]);
-    if (objv != stack)
-        PyMem_Free(objv);
-    return result;
-}
-
-/* Runs a script (str, or a command's Script) in the current Tcl frame (the
-   caller of the running command) and returns its Outcome without raising. */
-static PyObject *
-Interp_evaluate(InterpObject *self, PyObject *script)
-{
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
-        return NULL;
-    Tcl_Obj *obj;
-    if (Py_IS_TYPE(script, &ScriptType)) {
-        if ((obj = script_word((ScriptObject *)script)) == NULL)
-            return NULL;
-    } else if (PyUnicode_Check(script)) {
-        if ((obj = tcl_from_str(script)) == NULL)
-            return NULL;
-    } else {
-        return PyErr_Format(PyExc_TypeError, "script must be str or Script");
-    }
-    OutcomeObject *o = PyObject_New(OutcomeObject, &OutcomeType);
-    if (o == NULL) {
-        discard(obj);
-        return NULL;
-    }
-    Tcl_Interp *interp = s->interp;
-    int code;
-    Tcl_IncrRefCount(obj);
-    Tcl_Preserve(interp);
-    RUN_TCL(s, code = Tcl_EvalObjEx(interp, obj, 0));
-    Tcl_DecrRefCount(obj);
-    o->code = code;
-    /* A normal end with no options of its own (just -code 0 -level 0)
-       needs none to end the command the same way. */
-    Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
-    Tcl_Size size = 0;
-    Tcl_IncrRefCount(options);
-    if (code == TCL_OK && Tcl_DictObjSize(NULL, options, &size) == TCL_OK && size == 2) {
-        Tcl_DecrRefCount(options);
-        options = NULL;
-    }
-    o->options = options;
-    o->result = Tcl_GetObjResult(interp);
-    Tcl_IncrRefCount(o->result);
-    Tcl_ResetResult(interp);
-    Tcl_Release(interp);
-    tcl_done(s);
-    return (PyObject *)o;
-}
-
-/* A Tcl command `name` whose record holds `callable`. */
-static PyObject *
-add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *callable,
-            int planned, int script, PyObject *handle_form)
-{
-    /* The handle form's constant result: a Tcl value made once, here. */
-    Tcl_Obj *constant = NULL;
-    if (handle_form != NULL && PyTuple_GET_ITEM(handle_form, 3) != Py_None) {
-        if ((constant = to_tcl(s, PyTuple_GET_ITEM(handle_form, 3))) == NULL)
-            return NULL;
-        Tcl_IncrRefCount(constant);
-    }
-    Command *cmd = (Command *)PyMem_Calloc(1, sizeof(Command));
-    if (cmd == NULL) {
-        if (constant)
-            Tcl_DecrRefCount(constant);
-        return PyErr_NoMemory();
-    }
-    cmd->life.free = free_command;
-    cmd->owner = s;
-    s->refs++;
-    cmd->next = s->commands;
-    if (cmd->next) cmd->next->prev = cmd;
-    s->commands = cmd;
-    cmd->callable = Py_NewRef(callable);
-    cmd->planned = planned;
-    cmd->script = script;
-    if (handle_form != NULL) {
-        cmd->handle_result = constant;
-        cmd->handle_types = Py_NewRef(PyTuple_GET_ITEM(handle_form, 0));
-        cmd->handle_method = Py_NewRef(PyTuple_GET_ITEM(handle_form, 1));
-        PyUnicode_InternInPlace(&cmd->handle_method);
-        cmd->handle_defaults = Py_NewRef(PyTuple_GET_ITEM(handle_form, 2));
-    }
-    if (Tcl_CreateObjCommand(s->interp, name, proc, cmd, python_command_deleted) == NULL) {
-        free_command(&cmd->life);   /* Tcl is deleting the interpreter */
-        return PyErr_Format(PyExc_RuntimeError, "the Tcl interpreter has been deleted");
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"name", "callable", "planned", "script", "handle_form", NULL};
-    const char *name;
-    PyObject *callable, *handle_form = Py_None;
-    int planned = 0, script = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|ppO:create_command", kwlist,
-                                     &name, &callable, &planned, &script, &handle_form))
-        return NULL;
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
-        return NULL;
-    if (!PyCallable_Check(callable))
-        return PyErr_Format(PyExc_TypeError, "callable expected");
-    if (script && !planned)
-        return PyErr_Format(PyExc_ValueError, "a script command is a planned one");
-    if (handle_form == Py_None) {
-        handle_form = NULL;
-    } else if (!planned || script || !PyTuple_Check(handle_form) || PyTuple_GET_SIZE(handle_form) != 4
-               || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 0))
-               || PyTuple_GET_SIZE(PyTuple_GET_ITEM(handle_form, 0)) == 0
-               || !PyUnicode_CheckExact(PyTuple_GET_ITEM(handle_form, 1))
-               || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 2))
-               /* a str or None: a plan's dict result maps, which this answer would not */
-               || (PyTuple_GET_ITEM(handle_form, 3) != Py_None
-                   && !PyUnicode_CheckExact(PyTuple_GET_ITEM(handle_form, 3)))) {
-        return PyErr_Format(PyExc_ValueError, "a handle form is (types, method, defaults, "
-                            "result: a str or None), of a planned command that takes no script");
-    } else {
-        PyObject *types = PyTuple_GET_ITEM(handle_form, 0);
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {
-            if (!PyType_Check(PyTuple_GET_ITEM(types, i)))
-                return PyErr_Format(PyExc_TypeError, "a handle form's types are classes");
-        }
-    }
-    return add_command(s, name, python_command, callable, planned, script, handle_form);
-}
-
-/* py call, eval and exec: `resolve` serves the names that py call cannot
-   look up itself (bridge.resolve). */
-static PyObject *
-Interp_create_py_command(InterpObject *self, PyObject *args)
-{
-    const char *name, *kind;
-    PyObject *resolve;
-    if (!PyArg_ParseTuple(args, "ssO:create_py_command", &name, &kind, &resolve))
-        return NULL;
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
-        return NULL;
-    if (!PyCallable_Check(resolve))
-        return PyErr_Format(PyExc_TypeError, "callable expected");
-    Tcl_ObjCmdProc *proc = strcmp(kind, "call") == 0 ? py_call_command
-        : strcmp(kind, "eval") == 0 ? py_eval_command
-        : strcmp(kind, "exec") == 0 ? py_exec_command : NULL;
-    if (proc == NULL)
-        return PyErr_Format(PyExc_ValueError, "kind must be call, eval or exec, not '%s'", kind);
-    return add_command(s, name, proc, resolve, 0, 0, NULL);
-}
-
-static PyObject *
-Interp_delete(InterpObject *self, PyObject *unused)
-{
-    InterpState *s = self->state;
-    if (s != NULL && s->interp != NULL) {
-        if (check_usable(s) < 0)
-            return NULL;
-        Tcl_DeleteInterp(s->interp);
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-Interp_get_alive(InterpObject *self, void *unused)
-{
-    InterpState *s = self->state;
-    return PyBool_FromLong(s != NULL && s->interp != NULL && !Tcl_InterpDeleted(s->interp));
-}
-
-static PyObject *
-Interp_get_handle_count(InterpObject *self, void *unused)
-{
-    InterpState *s = self->state;
-    return PyLong_FromSsize_t(s && s->handles ? PyDict_GET_SIZE(s->handles) : 0);
-}
-
-/* Deletes the handle of `obj` in this interpreter; returns how many (0 or 1). */
-static PyObject *
-Interp_release(InterpObject *self, PyObject *obj)
-{
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
-        return NULL;
-    PyObject *id = PyLong_FromVoidPtr(obj);
-    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
-    Py_XDECREF(id);
-    if (name == NULL)
-        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
-    Py_INCREF(name);
-    Tcl_DeleteCommand(s->interp, PyUnicode_AsUTF8(name));
-    Py_DECREF(name);
-    return PyLong_FromLong(1);
-}
-
-/* What a word passes to Python as, in this interpreter: a live handle's
-   object, else the str (py call's -kwlist values and list items). */
-static PyObject *
-Interp_argument(InterpObject *self, PyObject *word)
-{
-    InterpState *s = usable_given_str(self, word);
-    if (s == NULL)
-        return NULL;
-    Tcl_Obj *obj = tcl_from_str(word);
-    if (obj == NULL)
-        return NULL;
-    Tcl_IncrRefCount(obj);
-    PyObject *value = arg_to_python(s, obj, NULL);
-    Tcl_DecrRefCount(obj);
-    return value;
-}
-
-/* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask.
-   With nothing running it does nothing, so that no later evaluation is
-   stopped.  The GIL, held throughout, keeps the interpreter alive: Tcl
-   frees it only after interp_deleted, which takes the GIL, cleared
-   s->interp. */
-static PyObject *
-Interp_cancel(InterpObject *self, PyObject *unused)
-{
-    InterpState *s = self->state;
-    if (s != NULL && s->interp != NULL && s->thread != NULL && runs_script(s)) {
-        s->cancel_sent = 1;
-        Tcl_CancelEval(s->interp, NULL, NULL, TCL_CANCEL_UNWIND);
-    }
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-Interp_handle_names(InterpObject *self, PyObject *unused)
-{
-    InterpState *s = self->state;
-    return s && s->handles ? PyDict_Keys(s->handles) : PyList_New(0);
-}
-
-
-/* The name of obj's handle in this interpreter, or None. */
-static PyObject *
-Interp_handle_name(InterpObject *self, PyObject *obj)
-{
-    InterpState *s = self->state;
-    if (s == NULL || s->by_object == NULL)
-        Py_RETURN_NONE;
-    PyObject *id = PyLong_FromVoidPtr(obj);
-    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
-    Py_XDECREF(id);
-    if (name == NULL && PyErr_Occurred())
-        return NULL;
-    return Py_NewRef(name ? name : Py_None);
-}
-
-static PyMethodDef Interp_methods[] = {
-    {"cancel", (PyCFunction)Interp_cancel, METH_NOARGS,
-     "cancel(): stop the evaluation running in this interpreter (from any thread)"},
-    {"handle_names", (PyCFunction)Interp_handle_names, METH_NOARGS,
-     "handle_names() -> list: the names of the live object handles, oldest first"},
-    {"keep_in_scope", (PyCFunction)Interp_keep_in_scope, METH_O,
-     "keep_in_scope(name): py keep's work: the innermost scope that began before the "
-     "handle was made does not release it"},
-    {"handle_name", (PyCFunction)Interp_handle_name, METH_O,
-     "handle_name(obj) -> str or None: the name of obj's handle here"},
-    {"eval", (PyCFunction)(void (*)(void))Interp_eval, METH_FASTCALL | METH_KEYWORDS,
-     "eval(script, *, result=str): evaluate a Tcl script at global level; the result "
-     "as str, or as int, float, list or object (by Tcl's own type of it)"},
-    {"call", (PyCFunction)(void (*)(void))Interp_call, METH_FASTCALL | METH_KEYWORDS,
-     "call(cmd, *args, result=str): call a Tcl command with converted arguments; "
-     "the result as eval() gives it"},
-    {"evaluate", (PyCFunction)Interp_evaluate, METH_O,
-     "evaluate(script) -> Outcome: run a script in the calling Tcl frame, keeping its return code"},
-    {"create_command", (PyCFunction)(void (*)(void))Interp_create_command,
-     METH_VARARGS | METH_KEYWORDS,
-     "create_command(name, callable, planned=False, script=False): a Tcl command implemented "
-     "in Python (script: its last word reaches the parser and the plan's steps as a Script)"},
-    {"create_py_command", (PyCFunction)Interp_create_py_command, METH_VARARGS,
-     "create_py_command(name, kind, resolve): py call, eval or exec (kind) as a Tcl command"},
-    {"release", (PyCFunction)Interp_release, METH_O,
-     "release(obj) -> int: delete the object handle of obj (1 if it had one)"},
-    {"argument", (PyCFunction)Interp_argument, METH_O,
-     "argument(word): what the word passes to Python as (a live handle's object, else the str)"},
-    {"delete", (PyCFunction)Interp_delete, METH_NOARGS, "delete the Tcl interpreter"},
-    {NULL}
-};
-
-static PyGetSetDef Interp_getset[] = {
-    {"alive", (getter)Interp_get_alive, NULL, "whether the Tcl interpreter still exists", NULL},
-    {"handle_count", (getter)Interp_get_handle_count, NULL, "number of live object handles", NULL},
-    {NULL}
-};
-
-/* The Python object for a state: made on demand for Tcl-made interpreters
-   (and kept until Tcl deletes them), the user's own for Python-made ones. */
-static PyObject *
-state_object(InterpState *s)
-{
-    if (s->object != NULL)
-        return Py_NewRef((PyObject *)s->object);
-    InterpObject *o = PyObject_GC_New(InterpObject, &InterpType);
-    if (o == NULL)
-        return NULL;
-    o->state = s;
-    s->refs++;
-    if (!s->python_owned && s->interp != NULL) {
-        s->object = o;              /* owned: released in interp_deleted */
-        Py_INCREF(o);
-    } else if (s->python_owned) {
-        s->object = o;              /* borrowed, as Interp() does */
-    }
-    PyObject_GC_Track(o);
-    return (PyObject *)o;
-}
-
-/* Tcl deleted the interpreter (its commands went first). */
-static void
-interp_deleted(ClientData cd, Tcl_Interp *interp)
-{
-    InterpState *s = cd;
-    /* First: a __del__ that the process's end runs after Python stopped
-       taking calls from Tcl may still hold the Interp. */
-    s->interp = NULL;
-    Entry e;
-    if (enter(&e, NULL, NULL) < 0)
-        return;
-    if (s->delete_requested) {
-        s->delete_requested = 0;
-        atomic_fetch_sub(&deletions_pending, 1);
-    }
-    Py_CLEAR(s->handles);           /* any object a handle still held */
-    Py_CLEAR(s->scripts);           /* Tcl values: freed on their own thread */
-    Py_CLEAR(s->command_names);
-    if (!s->python_owned && s->object != NULL) {
-        InterpObject *o = s->object;
-        s->object = NULL;
-        Py_DECREF(o);
-    }
-    state_decref(s);                /* the interpreter's reference */
-    leave(&e);
-}
-
-static void
-release_command_deleted(ClientData cd)
-{
-    Entry e;
-    if (enter(&e, NULL, NULL) < 0)
-        return;
-    state_decref(cd);
-    leave(&e);
-}
-
-/* Give `interp` the bridge: the py ensemble's C part, then tclamp._attach. */
-
-static InterpObject *
-attach(Tcl_Interp *interp, int python_owned)
-{
-    InterpState *s = state_new(interp, python_owned);
-    if (s == NULL)
-        return NULL;
-    InterpObject *self = (InterpObject *)state_object(s);
-    if (self == NULL) {
-        state_decref(s);
-        return NULL;
-    }
-    Tcl_SetAssocData(interp, "tclamp", interp_deleted, s);
-    s->refs++;                      /* ::py::release borrows it too */
-    Tcl_CreateObjCommand(interp, "::py::release", release_command, s, release_command_deleted);
-    s->refs++;                      /* and ::py::scope */
-    Tcl_CreateObjCommand(interp, "::py::scope", scope_command, s, release_command_deleted);
-
-    PyObject *tclamp = PyImport_ImportModule("tclamp");
-    PyObject *r = tclamp ? PyObject_CallMethod(tclamp, "_attach", "O", self) : NULL;
-    Py_XDECREF(tclamp);
-    if (r == NULL) {
-        /* A Tcl-made interpreter keeps what was made so far until Tcl
-           deletes it; ours goes now. */
-        if (python_owned) {
-            PyObject *type, *value, *tb;
-            PyErr_Fetch(&type, &value, &tb);
-            Tcl_DeleteInterp(interp);
-            PyErr_Restore(type, value, tb);
-        }
-        Py_DECREF(self);
-        return NULL;
-    }
-    Py_DECREF(r);
-    wrap_exit(interp);
-    /* The one place tclamp is provided, with the version compiled in. */
-    Tcl_PkgProvideEx(interp, "tclamp", TCLAMP_VERSION, NULL);
-    return self;
-}
-
-/*
- * A Python-made interpreter holds objects for Python: its handles' objects
- * and its commands' callables and remembered plans, and so, through its
- * children (at any depth) that loaded tclamp, theirs.  A cycle back to its
- * object through any of them (a callback that keeps the Interp to call it
- * later) is collected as Python's own cycles are, by showing the collector
- * those references, but only where the object's end lets them all go at
- * once: the object is the interpreter's own, and the collector runs on the
- * interpreter's thread while neither it nor any of its children runs
- * anything, and the process is not ending.  Interp_clear then deletes the
- * interpreter, as that end would (its children with it).  Anywhere else
- * the collector is shown nothing, and the cycle waits for a collection
- * that can end it.  A Python-made interpreter has no parent, so each
- * child's references are shown once, by its one Python-made ancestor.
- */
-
-/* Whether `o` is a live interpreter inside `s`'s, at any depth.  The walk
-   up stops at an interpreter Tcl is deleting: its parent may be gone
-   already (a finalizer that its deletion ran collected the parent). */
-static int
-inside(const InterpState *o, const InterpState *s)
-{
-    if (o->interp == NULL || o->thread != s->thread || Tcl_InterpDeleted(o->interp))
-        return 0;
-    for (Tcl_Interp *up = Tcl_GetParent(o->interp); up != NULL; up = Tcl_GetParent(up)) {
-        if (up == s->interp)
-            return 1;
-        if (Tcl_InterpDeleted(up))
-            return 0;
-    }
-    return 0;
-}
-
-static int
-collectable(InterpObject *self)
-{
-    InterpState *s = self->state;
-    if (s == NULL || handles_released || atomic_load(&python_state) != PY_RUNNING
-            || !s->python_owned || s->object != self || s->interp == NULL
-            || s->thread != Tcl_GetCurrentThread() || Tcl_InterpDeleted(s->interp)
-            || runs_script(s))
-        return 0;
-    /* A child's running script (its `after` event, say) would end where it
-       stands. */
-    for (const InterpState *o = inner_states; o != NULL; o = o->next_inner) {
-        if (inside(o, s) && runs_script(o))
-            return 0;
-    }
-    return 1;
-}
-
-/* What an interpreter's state holds for Python, shown to the collector. */
-static int
-visit_held(const InterpState *s, visitproc visit, void *arg)
-{
-    Py_VISIT(s->handles);
-    for (Handle *h = s->newest; h != NULL; h = h->older)
-        Py_VISIT(h->object);
-    for (Command *cmd = s->commands; cmd != NULL; cmd = cmd->next) {
-        Py_VISIT(cmd->callable);
-        Py_VISIT(cmd->handle_types);
-        Py_VISIT(cmd->handle_defaults);
-        for (int i = 0; i < MEMO_SLOTS; i++) {
-            Py_VISIT(cmd->memo[i].steps);
-            Py_VISIT(cmd->memo[i].result);
-        }
-    }
-    return 0;
-}
-
-static int
-Interp_traverse(InterpObject *self, visitproc visit, void *arg)
-{
-    if (!collectable(self))
-        return 0;
-    int rc = visit_held(self->state, visit, arg);
-    for (const InterpState *o = inner_states; rc == 0 && o != NULL; o = o->next_inner) {
-        if (inside(o, self->state))
-            rc = visit_held(o, visit, arg);
-    }
-    return rc;
-}
-
-static int
-Interp_clear(InterpObject *self)
-{
-    if (collectable(self))
-        request_delete(self->state);    /* deleted now: it runs nothing */
-    return 0;
-}
-
-static void
-Interp_dealloc(InterpObject *self)
-{
-    PyObject_GC_UnTrack(self);
-    InterpState *s = self->state;
-    if (s != NULL) {
-        if (s->object == self)
-            s->object = NULL;
-        if (s->python_owned)
-            request_delete(s);      /* now, or when idle on its own thread */
-        state_decref(s);
-    }
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-/* ------------------------------------------------------------------ */
-/* Python host: load libtcl and create interpreters                     */
-
-static Tcl_Interp *(*create_interp)(void);
-
-/* libtcl for a Python host: the one the process has loaded already (a
-   tkinter program's), else $TCLAMP_LIBTCL, else the system's by its name.
-   No path of the machine that built the bridge is used. */
-static int
-load_libtcl(void)
-{
-    if (create_interp != NULL)
-        return 0;
-    const char *chosen = getenv("TCLAMP_LIBTCL");
-    void *lib = dlopen(TCLAMP_LIBTCL_NAME, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-    if (lib == NULL && chosen != NULL && *chosen != '\0')
-        lib = dlopen(chosen, RTLD_NOW | RTLD_GLOBAL);
-    else if (lib == NULL)
-        lib = dlopen(TCLAMP_LIBTCL_NAME, RTLD_NOW | RTLD_GLOBAL);
-    if (lib == NULL) {
-        PyErr_Format(PyExc_ImportError, "cannot load the Tcl " TCL_VERSION " library (%s): set "
-                     "TCLAMP_LIBTCL to the path of " TCLAMP_LIBTCL_NAME, dlerror());
-        return -1;
-    }
-    void (*find_executable)(const char *) = (void (*)(const char *))dlsym(lib, "Tcl_FindExecutable");
-    create_interp = (Tcl_Interp *(*)(void))dlsym(lib, "Tcl_CreateInterp");
-    if (find_executable == NULL || create_interp == NULL) {
-        create_interp = NULL;
-        PyErr_SetString(PyExc_ImportError, "the Tcl library lacks Tcl_CreateInterp");
-        return -1;
-    }
-    find_executable(NULL);
-    return 0;
-}
-
-/* Python host: both Python's sys.stdout and Tcl's stdout buffer what is
-   written.  Tcl's is stacked with this channel, which writes out Python's
-   buffer before each write of Tcl's; Tcl's is written out before Python
-   runs (flush_tcl_stdout).  So the output keeps the order it was written
-   in, on a terminal, a pipe or a file. */
-typedef struct {
-    Tcl_Channel self;
-} OrderedStdout;
-
-static void
-flush_python_stdout(void)
-{
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyObject *out = PySys_GetObject("stdout");     /* borrowed */
-    PyObject *done = out && out != Py_None ? PyObject_CallMethod(out, "flush", NULL) : NULL;
-    Py_XDECREF(done);
-    PyErr_Restore(type, value, tb);     /* a broken stream stops no Tcl output */
-}
-
-static int
-ordered_output(ClientData cd, const char *buf, int toWrite, int *errorCodePtr)
-{
-    OrderedStdout *o = cd;
-    if (PyGILState_Check()) {
-        flush_python_stdout();
-    } else {
-        Entry e;
-        if (enter(&e, NULL, NULL) == 0) {
-            flush_python_stdout();
-            leave(&e);
-        }
-    }
-    int written = Tcl_WriteRaw(Tcl_GetStackedChannel(o->self), buf, toWrite);
-    if (written < 0)
-        *errorCodePtr = Tcl_GetErrno();
-    return written;
-}
-
-static void
-ordered_watch(ClientData cd, int mask)
-{
-    Tcl_Channel below = Tcl_GetStackedChannel(((OrderedStdout *)cd)->self);
-    Tcl_ChannelWatchProc(Tcl_GetChannelType(below))(Tcl_GetChannelInstanceData(below), mask);
-}
-
-static int
-ordered_handle(ClientData cd, int direction, ClientData *handlePtr)
-{
-    return Tcl_GetChannelHandle(Tcl_GetStackedChannel(((OrderedStdout *)cd)->self),
-                                direction, handlePtr);
-}
-
-static int
-ordered_close(ClientData cd, Tcl_Interp *interp, int flags)
-{
-    if ((flags & (TCL_CLOSE_READ | TCL_CLOSE_WRITE)) == 0)
-        ckfree(cd);
-    return 0;
-}
-
-static int
-ordered_block_mode(ClientData cd, int mode)
-{
-    return 0;                   /* the channel below has its own */
-}
-
-static const Tcl_ChannelType ordered_stdout_type = {
-    "tclamp-ordered-stdout", TCL_CHANNEL_VERSION_5, TCL_CLOSE2PROC, NULL, ordered_output,
-    NULL, NULL, NULL, ordered_watch, ordered_handle, ordered_close, ordered_block_mode,
-    NULL, NULL, NULL, NULL, NULL
-};
-
-/* Once per thread (each has its own stdout channel). */
-static void
-order_stdout_with_python(Tcl_Interp *interp)
-{
-    static _Thread_local int ordered;
-    Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT);
-    if (ordered || out == NULL)
-        return;
-    ordered = 1;
-    OrderedStdout *o = (OrderedStdout *)ckalloc(sizeof(OrderedStdout));
-    o->self = Tcl_StackChannel(interp, &ordered_stdout_type, o, TCL_WRITABLE, out);
-    if (o->self == NULL) {      /* stdout is not writable: nothing to order */
-        ckfree(o);
-        Tcl_ResetResult(interp);
-    }
-}
-
-static PyObject *
-Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
-{
-    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0))
-        return PyErr_Format(PyExc_TypeError, "Interp() takes no arguments");
-    if (here.ended) {
-        /* (a finalizer that the thread's end runs): none would delete it */
-        PyErr_SetString(PyExc_RuntimeError,
-                        "this thread is ending: it can make no Tcl interpreter");
-        return NULL;
-    }
-    if (load_libtcl() < 0)
-        return NULL;
-    Tcl_Interp *interp = create_interp();
-    if (Tcl_InitStubs(interp, TCLAMP_TCL_VERSIONS, 0) == NULL) {
-        PyErr_SetString(PyExc_ImportError, "the Tcl library is not Tcl " TCL_VERSION);
-        return NULL;
-    }
-    tcl_ready = 1;
-    find_tcl_types();
-    watch_tcl_exit();
-    run_pending_deletions();
-    if (Tcl_Init(interp) != TCL_OK) {
-        raise_tcl_error(interp, TCL_ERROR);
-        Tcl_DeleteInterp(interp);
-        return NULL;
-    }
-    if (guard_python_thread() < 0) {
-        Tcl_DeleteInterp(interp);
-        return NULL;
-    }
-    order_stdout_with_python(interp);
-    return (PyObject *)attach(interp, 1);
-}
-
-static PyTypeObject InterpType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "tclamp._bridge.Interp",
-    .tp_doc = "Interp(): a new Tcl interpreter in this thread with tclamp's commands.",
-    .tp_basicsize = sizeof(InterpObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_new = Interp_new,
-    .tp_dealloc = (destructor)Interp_dealloc,
-    .tp_traverse = (traverseproc)Interp_traverse,
-    .tp_clear = (inquiry)Interp_clear,
-    .tp_free = PyObject_GC_Del,
-    .tp_methods = Interp_methods,
-    .tp_getset = Interp_getset,
-};
-
-/* ------------------------------------------------------------------ */
-/* The Python module                                                    */
-
-static PyObject *
-bridge_configure(PyObject *module, PyObject *args)
-{
-    PyObject *error_type, *describe, *steps;
-    if (!PyArg_ParseTuple(args, "OOO!:configure", &error_type, &describe, &PyTuple_Type, &steps))
-        return NULL;
-    if (PyTuple_GET_SIZE(steps) != STEP_COUNT)
-        return PyErr_Format(PyExc_TypeError, "configure: %d shutdown steps expected", STEP_COUNT);
-    Py_XSETREF(TclErrorType, Py_NewRef(error_type));
-    Py_XSETREF(describe_error, Py_NewRef(describe));
-    Py_XSETREF(shutdown_steps, Py_NewRef(steps));
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-bridge_current(PyObject *module, PyObject *unused)
-{
-    return here.current ? state_object(here.current) : Py_NewRef(Py_None);
-}
-
-/* memo(enabled), memo() -> bool: whether commands remember their plans
-   (python_command).  A test and diagnostic switch: off, every call parses
-   its words and runs its plan's steps, and no program runs; kept plans
-   stay, unused, until it is on again. */
-static PyObject *
-bridge_memo(PyObject *module, PyObject *args)
-{
-    int enabled = -1;
-    if (!PyArg_ParseTuple(args, "|p:memo", &enabled))
-        return NULL;
-    if (enabled >= 0)
-        atomic_store(&memo_on, enabled);
-    return PyBool_FromLong(atomic_load(&memo_on));
-}
-
-/* main_or_builtin(name, missing): what `name` means in __main__, then in
-   builtins; `missing` if neither has it. */
-static PyObject *
-bridge_main_or_builtin(PyObject *module, PyObject *args)
-{
-    PyObject *name, *missing;
-    if (!PyArg_ParseTuple(args, "UO:main_or_builtin", &name, &missing))
-        return NULL;
-    PyObject *found = look_up_first(name);
-    return found != NULL || PyErr_Occurred() ? found : Py_NewRef(missing);
-}
-
-/* tohil, loaded into a Tcl interpreter of this thread, runs Python without
-   taking the GIL: from now on this thread keeps the GIL, with its own
-   thread state, whenever it is in Tcl, as tohil itself does (so other
-   threads run Python only while this one does). */
-static PyObject *
-bridge_keep_gil(PyObject *module, PyObject *unused)
-{
-    here.holding = 1;
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef bridge_methods[] = {
-    {"configure", bridge_configure, METH_VARARGS,
-     "configure(TclError, describe_error, shutdown_steps): set by tclamp on import"},
-    {"use_aten", bridge_use_aten, METH_VARARGS,
-     "use_aten(functions, dtype_names), use_aten(None), use_aten() -> bool: whether plans' "
-     "programs run (see aten.py)"},
-    {"main_or_builtin", bridge_main_or_builtin, METH_VARARGS,
-     "main_or_builtin(name, missing): what name means in __main__, then in builtins, else missing"},
-    {"memo", bridge_memo, METH_VARARGS,
-     "memo(enabled), memo() -> bool: whether commands remember their plans (a test switch)"},
-    {"keep_gil", bridge_keep_gil, METH_NOARGS,
-     "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
-    {"current", bridge_current, METH_NOARGS,
-     "the Interp whose Tcl command is running Python in this thread, or None"},
-    {"at_python_exit", bridge_at_python_exit, METH_NOARGS,
-     "delete this thread's Python-made interpreters and flush Tcl's output (atexit)"},
-    {NULL}
-};
-
-/* The speed layers this build leaves out (see bridge.h), for the tests. */
-static const char built_without[] = ""
-#ifdef TCLAMP_NO_ACCELERATORS
-    " accelerators"
-#endif
-#ifdef TCLAMP_NO_ATEN
-    " aten"
-#endif
-    ;
-
-static struct PyModuleDef bridge_module = {
-    PyModuleDef_HEAD_INIT, MODULE_NAME(TCL_MAJOR_VERSION),
-    "tclamp's Tcl<->Python bridge (see _bridge.c).", -1, bridge_methods,
-};
-
-PyMODINIT_FUNC
-BRIDGE_INIT(void)
-{
-    if (PyType_Ready(&InterpType) < 0 || PyType_Ready(&OutcomeType) < 0
-            || PyType_Ready(&ScriptType) < 0 || ThreadGuard_ready() < 0)
-        return NULL;
-    if (main_name == NULL) {    /* for py call, eval and exec */
-        main_name = PyUnicode_InternFromString("__main__");
-        builtins_name = PyUnicode_InternFromString("__builtins__");
-        builtins_module = PyImport_ImportModule("builtins");
-        if (main_name == NULL || builtins_name == NULL || builtins_module == NULL)
-            return NULL;
-        text_fast_init();
-    }
-    PyObject *m = PyModule_Create(&bridge_module);
-    if (m == NULL)
-        return NULL;
-#ifdef Py_GIL_DISABLED
-    /* A free-threaded Python turns its GIL on for us (threading notes). */
-    if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_USED) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-#endif
-    PyObject *aten_ops = aten_op_table();
-    int added = aten_ops != NULL && PyModule_AddObjectRef(m, "ATEN_OPS", aten_ops) == 0;
-    Py_XDECREF(aten_ops);
-    if (!added || PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
-            || PyModule_AddObjectRef(m, "Outcome", (PyObject *)&OutcomeType) < 0
-            || PyModule_AddObjectRef(m, "Script", (PyObject *)&ScriptType) < 0
-            || PyModule_AddStringConstant(m, "VERSION", TCLAMP_VERSION) < 0
-            || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0
-            || PyModule_AddStringConstant(m, "WRONG_ARGS", WRONG_ARGS) < 0
-            || PyModule_AddStringConstant(m, "PY_CALL_USAGE", PY_CALL_USAGE) < 0
-            || PyModule_AddStringConstant(m, "BUILT_WITHOUT", built_without + (*built_without == ' ')) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    int not_started = PY_NOT_STARTED;   /* imported by a Python host */
-    atomic_compare_exchange_strong(&python_state, &not_started, PY_RUNNING);
-    return m;
-}
-
-/* ------------------------------------------------------------------ */
-/* The Tcl extension: stubs, Python, then this interpreter attached     */
-
-int
-Tclamp_Init(Tcl_Interp *interp)
-{
-    if (Tcl_InitStubs(interp, TCLAMP_TCL_VERSIONS, 0) == NULL
-            || lifecycle_start(interp, BRIDGE_INIT) != TCL_OK)
-        return TCL_ERROR;
-    find_tcl_types();
-    Entry e;
-    if (enter(&e, NULL, interp) < 0)
-        return TCL_ERROR;
-    int rc = check_same_bridge(interp, BRIDGE_INIT);
-    if (rc == TCL_OK) {
-        InterpObject *self = attach(interp, 0);
-        if (self == NULL)
-            rc = report_python_error(NULL, interp);
-        Py_XDECREF(self);
-    }
-    leave(&e);
-    if (rc != TCL_OK)
-        return rc;
-    lifecycle_loaded();
-    if (!python_started_here)   /* a Python program's Tcl (tkinter) */
-        order_stdout_with_python(interp);
-    return TCL_OK;
-}

@@ -2,8 +2,9 @@
  * bridge.h -- what the bridge's C files share (private: not installed).
  *
  *   _bridge.c        the core: values both ways, errors, handles, commands,
- *                    py call/eval/exec/scope, the Interp type, the module,
- *                    Tclamp_Init.  Read it front to back.
+ *                    py call/eval/exec/scope.  Read it front to back.
+ *   interp.c         on the core: the Interp type, the Python host, the
+ *                    module and Tclamp_Init, the two ways in.
  *   text_fast.c      speed only: long text copied in blocks, a str's UTF-8
  *                    written for Tcl, a list's text written from its ints.
  *                    TCLAMP_NO_ACCELERATORS leaves each to the general way.
@@ -282,9 +283,10 @@ typedef struct Command {
 } Command;
 
 /*
- * The files call each other one way only: _bridge.c calls the three others,
- * which call nothing of it.  What they share below the core is here, as
- * inline functions, or in lifecycle.c, which owns the process's state.
+ * The files call each other one way only: interp.c calls the core, which
+ * calls nothing of it, and both call the three leaves, which call nothing
+ * of either.  What they share below the core is here, as inline functions,
+ * or in lifecycle.c, which owns the process's state.
  */
 
 /* Frees a Tcl value nobody holds yet (refcount 0); NULL is fine. */
@@ -339,6 +341,61 @@ write_digits(unsigned long long u, char *end)
     else
         end[-1] = (char)('0' + v);
 }
+
+/* ---- _bridge.c: the core, as interp.c uses it ---- */
+
+#define CACHE_MAX_CHARS 16384   /* longer scripts and sources are not kept in dicts */
+
+extern PyObject *TclErrorType;  /* tclamp.TclError(result, errorcode, errorinfo, code) */
+extern PyObject *describe_error;/* exc -> (message, errorcode, errorInfo tail|None) */
+extern atomic_int memo_on;      /* commands remember their plans (bridge_memo) */
+extern unsigned long handles_made;  /* the newest handle's number (GIL) */
+extern InterpState *inner_states;   /* states of interpreters with a parent (GIL) */
+/* Tcl's value types, learnt once (find_tcl_types): Tcls name them apart. */
+extern const Tcl_ObjType *string_type, *int_type, *wide_type, *bignum_type,
+    *double_type, *list_type, *bytearray_type;
+void find_tcl_types(void);
+int core_add_to_module(PyObject *m);
+
+/* Entering Python from Tcl. */
+int enter(Entry *e, InterpState *owner, Tcl_Interp *interp);
+void leave(Entry *e);
+void flush_tcl_stdout(void);
+
+/* Interpreters' states. */
+InterpState *state_new(Tcl_Interp *interp, int python_owned);
+void state_decref(InterpState *s);
+void state_hold(InterpState *s);
+void state_unhold(InterpState *s);
+int runs_script(const InterpState *s);
+int check_usable(InterpState *s);
+void request_delete(InterpState *s);
+void run_pending_deletions(void);
+
+/* Values both ways, and errors. */
+int check_tcl_size(Py_ssize_t n, const char *what, const char *unit);
+PyObject *str_from_tcl(Tcl_Obj *obj);
+Tcl_Obj *tcl_from_str(PyObject *s);
+Tcl_Obj *to_tcl(InterpState *owner, PyObject *v);
+PyObject *arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle);
+void release_unused_objects(void);
+void cache_put(PyObject *cache, PyObject *key, PyObject *value, Py_ssize_t size);
+int report_python_error(InterpState *owner, Tcl_Interp *interp);
+PyObject *raise_tcl_error(Tcl_Interp *interp, int code);
+
+/* Handles, Outcome and Script. */
+void delete_handles_since(InterpState *owner, unsigned long mark);
+PyObject *outcome_new(void);
+void outcome_fill(PyObject *outcome, Tcl_Interp *interp, int code);
+Tcl_Obj *script_to_tcl(PyObject *script);
+void keep_in_scope(InterpState *s, PyObject *name);
+PyObject *look_up_first(PyObject *first);
+
+/* The commands attach() and Interp's create_* register. */
+PyObject *add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc,
+                      PyObject *callable, int planned, int script, PyObject *handle_form);
+Tcl_ObjCmdProc python_command, py_call_command, py_eval_command, py_exec_command,
+    scope_command, release_command;
 
 /* ---- text_fast.c: each returns "not done" when built without it ---- */
 

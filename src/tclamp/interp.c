@@ -1,0 +1,1181 @@
+/*
+ * interp.c -- the bridge seen from Python, and its two ways in.
+ *
+ *   tclamp.Interp   a Tcl interpreter as a Python object: eval and call
+ *                   with the GIL released, the commands tclamp registers,
+ *                   its handles, and its end (deleted when its last
+ *                   reference goes, or by the cycle collector).  attach()
+ *                   gives any interpreter, made here or by Tcl, its state.
+ *   Python host     libtcl loaded at run time; Interp() makes a Tcl
+ *                   interpreter, whose stdout keeps order with Python's.
+ *   the module      tclamp._bridge: configure, memo, current, use_aten...
+ *   Tclamp_Init     `package require tclamp` in a Tcl host.
+ *
+ * It sits on the core (_bridge.c, which calls nothing here): values,
+ * errors, handles and commands come from there, through bridge.h.
+ */
+#include "bridge.h"
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEPT_VALUES 128         /* Interp.eval scripts, Interp.call command names kept */
+
+static PyTypeObject InterpType;
+
+/* Runs Tcl code from Python with the GIL released (kept while holding;
+   a parked state taken back for good means holding began inside). */
+#define WITHOUT_GIL(statement) do {                 \
+        if (here.holding) {                         \
+            statement;                              \
+        } else {                                    \
+            PyThreadState *saved_ = here.parked;    \
+            here.parked = PyEval_SaveThread();      \
+            statement;                              \
+            wait_if_python_finalizing();            \
+            if (here.parked != NULL)                \
+                PyEval_RestoreThread(here.parked);  \
+            here.parked = saved_;                   \
+        }                                           \
+    } while (0)
+
+/* ------------------------------------------------------------------ */
+/* Interp methods                                                       */
+
+/* What Python asks a result to become: Interp.eval and call, `result=`. */
+enum { AS_STR, AS_INT, AS_FLOAT, AS_LIST, AS_OBJECT };
+
+static int
+wanted_result(PyObject *result)
+{
+    if (result == (PyObject *)&PyUnicode_Type)
+        return AS_STR;
+    if (result == (PyObject *)&PyLong_Type)
+        return AS_INT;
+    if (result == (PyObject *)&PyFloat_Type)
+        return AS_FLOAT;
+    if (result == (PyObject *)&PyList_Type)
+        return AS_LIST;
+    if (result == (PyObject *)&PyBaseObject_Type)
+        return AS_OBJECT;
+    PyErr_Format(PyExc_TypeError, "result must be str, int, float, list or object, not %R",
+                 result);
+    return -1;
+}
+
+/* The keyword arguments of eval and call: only `result`. */
+static int
+parse_result_keyword(const char *method, PyObject *const *values, PyObject *kwnames, int *want)
+{
+    *want = AS_STR;
+    Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (!PyUnicode_Check(name) || PyUnicode_CompareWithASCIIString(name, "result") != 0) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%S'",
+                         method, name);
+            return -1;
+        }
+        if ((*want = wanted_result(values[i])) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The message Tcl left in `interp` about a value, as a ValueError. */
+static PyObject *
+value_error(Tcl_Interp *interp)
+{
+    PyObject *message = str_from_tcl(Tcl_GetObjResult(interp));
+    Tcl_ResetResult(interp);
+    if (message != NULL) {
+        PyErr_SetObject(PyExc_ValueError, message);
+        Py_DECREF(message);
+    }
+    return NULL;
+}
+
+/* An integer of any size, as Tcl reads it. */
+static PyObject *
+int_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
+{
+    long long w;
+    if (obj->typePtr == NULL || obj->typePtr != bignum_type) {
+        if (int_obj_value(obj, &w) == TCL_OK
+                && (obj->typePtr == NULL || obj->typePtr != bignum_type))
+            return PyLong_FromLongLong(w);
+    }
+    /* Past 64 bits (where Tcl 8.6 would wrap), or not an integer: Tcl's
+       hexadecimal digits, which Python reads at any length, or its error. */
+    Tcl_Obj *hex = Tcl_Format(interp, "%llx", 1, &obj);
+    if (hex == NULL)
+        return value_error(interp);
+    Tcl_IncrRefCount(hex);
+    PyObject *value = PyLong_FromString(Tcl_GetString(hex), NULL, 16);
+    Tcl_DecrRefCount(hex);
+    return value;
+}
+
+static PyObject *float_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj);
+static PyObject *list_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj);
+
+/* A value as the Python type that Tcl's own type of it suggests: an integer
+   is an int, a double a float, a list a list (of such values), a byte array
+   that has no text bytes, anything else a str. */
+static PyObject *
+object_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
+{
+    const Tcl_ObjType *type = obj->typePtr;
+    if (type == NULL)
+        return str_from_tcl(obj);
+    if (type == int_type || type == wide_type || type == bignum_type)
+        return int_from_tcl(interp, obj);
+    if (type == double_type)
+        return float_from_tcl(interp, obj);
+    if (type == list_type)
+        return list_from_tcl(interp, obj);
+    if (type == bytearray_type && obj->bytes == NULL) {
+        Tcl_Size n;
+        unsigned char *bytes = Tcl_GetByteArrayFromObj(obj, &n);
+        return PyBytes_FromStringAndSize((const char *)bytes, n);
+    }
+    return str_from_tcl(obj);
+}
+
+static PyObject *
+float_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
+{
+    double d;
+    if (Tcl_GetDoubleFromObj(NULL, obj, &d) == TCL_OK)
+        return PyFloat_FromDouble(d);
+    if (obj->typePtr == double_type && double_type != NULL)
+        return PyFloat_FromDouble(Py_NAN);      /* the one double Tcl will not give */
+    if (Tcl_GetDoubleFromObj(interp, obj, &d) != TCL_OK)
+        return value_error(interp);
+    return PyFloat_FromDouble(d);
+}
+
+static PyObject *
+list_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
+{
+    Tcl_Size n;
+    Tcl_Obj **items;
+    if (Tcl_ListObjGetElements(interp, obj, &n, &items) != TCL_OK)
+        return value_error(interp);
+    if (Py_EnterRecursiveCall(" while converting a Tcl list to Python"))
+        return NULL;
+    PyObject *list = PyList_New(n);
+    for (Tcl_Size i = 0; list != NULL && i < n; i++) {
+        PyObject *item = object_from_tcl(interp, items[i]);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, item);
+    }
+    Py_LeaveRecursiveCall();
+    return list;
+}
+
+/* How a script run from Python ended, as Tcl ends a script at level 0:
+   `return` counts down its -level and then ends with its -code. */
+static int
+effective_code(Tcl_Interp *interp, int code)
+{
+    if (code != TCL_RETURN)
+        return code;
+    Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
+    Tcl_IncrRefCount(options);
+    Tcl_Obj *key = Tcl_NewStringObj("-level", -1), *value = NULL;
+    int level = 1, inner = TCL_OK;
+    Tcl_IncrRefCount(key);
+    if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL)
+        Tcl_GetIntFromObj(NULL, value, &level);
+    Tcl_SetStringObj(key, "-code", -1);
+    value = NULL;
+    if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL)
+        Tcl_GetIntFromObj(NULL, value, &inner);
+    Tcl_DecrRefCount(key);
+    Tcl_DecrRefCount(options);
+    return level <= 1 ? inner : TCL_RETURN;
+}
+
+/* What an evaluation from Python returns: the result as asked for (str by
+   default), or NULL with tclamp.TclError raised for any other outcome than
+   a normal end. */
+static PyObject *
+eval_result(Tcl_Interp *interp, int code, int want)
+{
+    code = effective_code(interp, code);
+    if (code != TCL_OK)
+        return raise_tcl_error(interp, code);
+    Tcl_Obj *obj = Tcl_GetObjResult(interp);
+    if (want == AS_STR) {
+        PyObject *result = str_from_tcl(obj);
+        Tcl_ResetResult(interp);
+        return result;
+    }
+    Tcl_IncrRefCount(obj);
+    Tcl_ResetResult(interp);
+    PyObject *result = want == AS_INT ? int_from_tcl(interp, obj)
+        : want == AS_FLOAT ? float_from_tcl(interp, obj)
+        : want == AS_LIST ? list_from_tcl(interp, obj)
+        : object_from_tcl(interp, obj);
+    Tcl_DecrRefCount(obj);
+    return result;
+}
+
+/* Runs Tcl on behalf of Python, the interpreter held busy so that its
+   deletion waits; callers Tcl_Preserve it until they have read the result. */
+#define RUN_TCL(s, statement) do {                  \
+        state_hold(s);                              \
+        WITHOUT_GIL(statement);                     \
+        flush_tcl_stdout(); /* before Python prints again */ \
+    } while (0)
+
+/* A cancel that reached Tcl as its evaluation ended would stop the next
+   one: a command of its own takes it, and the interpreter's result and
+   error state are as they were. */
+static void
+drop_stale_cancel(InterpState *s)
+{
+    s->cancel_sent = 0;
+    Tcl_InterpState saved = Tcl_SaveInterpState(s->interp, TCL_OK);
+    Tcl_Obj *command = Tcl_NewStringObj("list", -1);
+    Tcl_IncrRefCount(command);
+    Tcl_EvalObjEx(s->interp, command, TCL_EVAL_GLOBAL);
+    Tcl_DecrRefCount(command);
+    Tcl_RestoreInterpState(s->interp, saved);
+}
+
+/* After Tcl ran: the caller's result is read; then deferred deletions. */
+static void
+tcl_done(InterpState *s)
+{
+    if (s->cancel_sent && s->busy == 1 && s->interp != NULL && !Tcl_InterpActive(s->interp))
+        drop_stale_cancel(s);       /* the outermost evaluation ended */
+    state_unhold(s);
+    run_pending_deletions();
+}
+
+/* The interpreter, for a method that takes a str and may run here; NULL
+   with the error otherwise. */
+static InterpState *
+usable_given_str(InterpObject *self, PyObject *arg)
+{
+    if (check_usable(self->state) < 0)
+        return NULL;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "str expected, not %s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    return self->state;
+}
+
+/* py keep (scope.py). */
+static PyObject *
+Interp_keep_in_scope(InterpObject *self, PyObject *name)
+{
+    InterpState *s = usable_given_str(self, name);
+    if (s == NULL)
+        return NULL;
+    keep_in_scope(s, name);
+    Py_RETURN_NONE;
+}
+
+static void
+release_kept_value(PyObject *capsule)
+{
+    Tcl_DecrRefCount((Tcl_Obj *)PyCapsule_GetPointer(capsule, "tclamp.value"));
+}
+
+/* The Tcl value of `text`, with a reference for the caller.  The values of
+   recent texts are kept in `*cache` (on the interpreter's thread, which
+   alone frees them), with what Tcl made of them: a script's bytecode, the
+   command a name means.  Without them (measured for issue 30, compare.py)
+   Interp.eval("set x") went from 0.43x _tkinter's time to 2.3x, and
+   Interp.call(proc, "a", 1) from 0.89x to 1.07x: both past their targets. */
+static Tcl_Obj *
+kept_value(PyObject **cache, PyObject *text)
+{
+    Tcl_Obj *obj;
+    if (!PyUnicode_CheckExact(text) || PyUnicode_GET_LENGTH(text) > CACHE_MAX_CHARS) {
+        if ((obj = tcl_from_str(text)) != NULL)
+            Tcl_IncrRefCount(obj);
+        return obj;
+    }
+    if (*cache == NULL && (*cache = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *kept = PyDict_GetItemWithError(*cache, text);
+    if (kept != NULL) {
+        obj = PyCapsule_GetPointer(kept, "tclamp.value");
+        Tcl_IncrRefCount(obj);
+        return obj;
+    }
+    if (PyErr_Occurred() || (obj = tcl_from_str(text)) == NULL)
+        return NULL;
+    Tcl_IncrRefCount(obj);      /* the caller's */
+    Tcl_IncrRefCount(obj);      /* the capsule's */
+    PyObject *capsule = PyCapsule_New(obj, "tclamp.value", release_kept_value);
+    if (capsule == NULL) {
+        Tcl_DecrRefCount(obj);
+        PyErr_Clear();
+        return obj;
+    }
+    cache_put(*cache, text, capsule, KEPT_VALUES);
+    Py_DECREF(capsule);
+    return obj;
+}
+
+/* Interp.eval's and Interp.call's first checks: their result= keyword
+   (after the positional arguments), and an interpreter this thread may use. */
+static InterpState *
+usable_wanting(InterpObject *self, const char *method, PyObject *const *keywords,
+               PyObject *kwnames, int *want)
+{
+    if (parse_result_keyword(method, keywords, kwnames, want) < 0 || check_usable(self->state) < 0)
+        return NULL;
+    return self->state;
+}
+
+/* Runs Tcl at global level for Python: the script *objv (objc 0) or a
+   command's words; its result as `want` asks, or its error raised. */
+static inline PyObject *
+run_global(InterpState *s, int objc, Tcl_Obj *const objv[], int want)
+{
+    Tcl_Interp *interp = s->interp;
+    int code;
+    Tcl_Preserve(interp);
+    RUN_TCL(s, code = objc == 0 ? Tcl_EvalObjEx(interp, objv[0], TCL_EVAL_GLOBAL)
+                                : Tcl_EvalObjv(interp, objc, objv, TCL_EVAL_GLOBAL));
+    PyObject *result = eval_result(interp, code, want);
+    Tcl_Release(interp);
+    tcl_done(s);
+    return result;
+}
+
+static PyObject *
+Interp_eval(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    int want;
+    if (nargs != 1)
+        return PyErr_Format(PyExc_TypeError, "eval() takes 1 positional argument (%zd given)",
+                            nargs);
+    InterpState *s = usable_wanting(self, "eval", args + nargs, kwnames, &want);
+    if (s == NULL)
+        return NULL;
+    PyObject *script = args[0];
+    if (!PyUnicode_Check(script))
+        return PyErr_Format(PyExc_TypeError, "script must be str, not %.100s",
+                            Py_TYPE(script)->tp_name);
+    release_unused_objects();
+    Tcl_Obj *obj = kept_value(&s->scripts, script);
+    if (obj == NULL)
+        return NULL;
+    PyObject *result = run_global(s, 0, &obj, want);
+    Tcl_DecrRefCount(obj);
+    return result;
+}
+
+static PyObject *
+Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    int want;
+    InterpState *s = usable_wanting(self, "call", args + nargs, kwnames, &want);
+    if (s == NULL)
+        return NULL;
+    Py_ssize_t n = nargs;
+    if (n == 0)
+        return PyErr_Format(PyExc_TypeError, "call() needs a command name");
+    release_unused_objects();
+    if (check_tcl_size(n, "call", "words") < 0)
+        return NULL;
+    Tcl_Obj *stack[CALL_STACK_ARGS], **objv = stack;
+    if (n > CALL_STACK_ARGS && (objv = PyMem_New(Tcl_Obj *, n)) == NULL)
+        return PyErr_NoMemory();
+    Py_ssize_t made;
+    unsigned long mark = handles_made;
+    for (made = 0; made < n; made++) {
+        if (made == 0 && PyUnicode_CheckExact(args[0])) {
+            if ((objv[0] = kept_value(&s->command_names, args[0])) == NULL)
+                break;
+            continue;
+        }
+        objv[made] = to_tcl(s, args[made]);
+        if (objv[made] == NULL)
+            break;
+        Tcl_IncrRefCount(objv[made]);
+    }
+    PyObject *result = NULL;
+    if (made == n)
+        result = run_global(s, (int)n, objv, want);
+    else if (handles_made != mark)
+        delete_handles_since(s, mark);
+    while (made-- > 0)
+        Tcl_DecrRefCount(objv[made]);
+    if (objv != stack)
+        PyMem_Free(objv);
+    return result;
+}
+
+/* Runs a script (str, or a command's Script) in the current Tcl frame (the
+   caller of the running command) and returns its Outcome without raising. */
+static PyObject *
+Interp_evaluate(InterpObject *self, PyObject *script)
+{
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    Tcl_Obj *obj = script_to_tcl(script);
+    if (obj == NULL)
+        return NULL;
+    PyObject *outcome = outcome_new();
+    if (outcome == NULL) {
+        discard(obj);
+        return NULL;
+    }
+    Tcl_Interp *interp = s->interp;
+    int code;
+    Tcl_IncrRefCount(obj);
+    Tcl_Preserve(interp);
+    RUN_TCL(s, code = Tcl_EvalObjEx(interp, obj, 0));
+    Tcl_DecrRefCount(obj);
+    outcome_fill(outcome, interp, code);
+    Tcl_Release(interp);
+    tcl_done(s);
+    return outcome;
+}
+
+static PyObject *
+Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"name", "callable", "planned", "script", "handle_form", NULL};
+    const char *name;
+    PyObject *callable, *handle_form = Py_None;
+    int planned = 0, script = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|ppO:create_command", kwlist,
+                                     &name, &callable, &planned, &script, &handle_form))
+        return NULL;
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    if (!PyCallable_Check(callable))
+        return PyErr_Format(PyExc_TypeError, "callable expected");
+    if (script && !planned)
+        return PyErr_Format(PyExc_ValueError, "a script command is a planned one");
+    if (handle_form == Py_None) {
+        handle_form = NULL;
+    } else if (!planned || script || !PyTuple_Check(handle_form) || PyTuple_GET_SIZE(handle_form) != 4
+               || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 0))
+               || PyTuple_GET_SIZE(PyTuple_GET_ITEM(handle_form, 0)) == 0
+               || !PyUnicode_CheckExact(PyTuple_GET_ITEM(handle_form, 1))
+               || !PyTuple_Check(PyTuple_GET_ITEM(handle_form, 2))
+               /* a str or None: a plan's dict result maps, which this answer would not */
+               || (PyTuple_GET_ITEM(handle_form, 3) != Py_None
+                   && !PyUnicode_CheckExact(PyTuple_GET_ITEM(handle_form, 3)))) {
+        return PyErr_Format(PyExc_ValueError, "a handle form is (types, method, defaults, "
+                            "result: a str or None), of a planned command that takes no script");
+    } else {
+        PyObject *types = PyTuple_GET_ITEM(handle_form, 0);
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(types); i++) {
+            if (!PyType_Check(PyTuple_GET_ITEM(types, i)))
+                return PyErr_Format(PyExc_TypeError, "a handle form's types are classes");
+        }
+    }
+    return add_command(s, name, python_command, callable, planned, script, handle_form);
+}
+
+/* py call, eval and exec: `resolve` serves the names that py call cannot
+   look up itself (bridge.resolve). */
+static PyObject *
+Interp_create_py_command(InterpObject *self, PyObject *args)
+{
+    const char *name, *kind;
+    PyObject *resolve;
+    if (!PyArg_ParseTuple(args, "ssO:create_py_command", &name, &kind, &resolve))
+        return NULL;
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    if (!PyCallable_Check(resolve))
+        return PyErr_Format(PyExc_TypeError, "callable expected");
+    Tcl_ObjCmdProc *proc = strcmp(kind, "call") == 0 ? py_call_command
+        : strcmp(kind, "eval") == 0 ? py_eval_command
+        : strcmp(kind, "exec") == 0 ? py_exec_command : NULL;
+    if (proc == NULL)
+        return PyErr_Format(PyExc_ValueError, "kind must be call, eval or exec, not '%s'", kind);
+    return add_command(s, name, proc, resolve, 0, 0, NULL);
+}
+
+static PyObject *
+Interp_delete(InterpObject *self, PyObject *unused)
+{
+    InterpState *s = self->state;
+    if (s != NULL && s->interp != NULL) {
+        if (check_usable(s) < 0)
+            return NULL;
+        Tcl_DeleteInterp(s->interp);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Interp_get_alive(InterpObject *self, void *unused)
+{
+    InterpState *s = self->state;
+    return PyBool_FromLong(s != NULL && s->interp != NULL && !Tcl_InterpDeleted(s->interp));
+}
+
+static PyObject *
+Interp_get_handle_count(InterpObject *self, void *unused)
+{
+    InterpState *s = self->state;
+    return PyLong_FromSsize_t(s && s->handles ? PyDict_GET_SIZE(s->handles) : 0);
+}
+
+/* Deletes the handle of `obj` in this interpreter; returns how many (0 or 1). */
+static PyObject *
+Interp_release(InterpObject *self, PyObject *obj)
+{
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
+    Py_XDECREF(id);
+    if (name == NULL)
+        return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
+    Py_INCREF(name);
+    Tcl_DeleteCommand(s->interp, PyUnicode_AsUTF8(name));
+    Py_DECREF(name);
+    return PyLong_FromLong(1);
+}
+
+/* What a word passes to Python as, in this interpreter: a live handle's
+   object, else the str (py call's -kwlist values and list items). */
+static PyObject *
+Interp_argument(InterpObject *self, PyObject *word)
+{
+    InterpState *s = usable_given_str(self, word);
+    if (s == NULL)
+        return NULL;
+    Tcl_Obj *obj = tcl_from_str(word);
+    if (obj == NULL)
+        return NULL;
+    Tcl_IncrRefCount(obj);
+    PyObject *value = arg_to_python(s, obj, NULL);
+    Tcl_DecrRefCount(obj);
+    return value;
+}
+
+/* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask.
+   With nothing running it does nothing, so that no later evaluation is
+   stopped.  The GIL, held throughout, keeps the interpreter alive: Tcl
+   frees it only after interp_deleted, which takes the GIL, cleared
+   s->interp. */
+static PyObject *
+Interp_cancel(InterpObject *self, PyObject *unused)
+{
+    InterpState *s = self->state;
+    if (s != NULL && s->interp != NULL && s->thread != NULL && runs_script(s)) {
+        s->cancel_sent = 1;
+        Tcl_CancelEval(s->interp, NULL, NULL, TCL_CANCEL_UNWIND);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Interp_handle_names(InterpObject *self, PyObject *unused)
+{
+    InterpState *s = self->state;
+    return s && s->handles ? PyDict_Keys(s->handles) : PyList_New(0);
+}
+
+/* The name of obj's handle in this interpreter, or None. */
+static PyObject *
+Interp_handle_name(InterpObject *self, PyObject *obj)
+{
+    InterpState *s = self->state;
+    if (s == NULL || s->by_object == NULL)
+        Py_RETURN_NONE;
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
+    Py_XDECREF(id);
+    if (name == NULL && PyErr_Occurred())
+        return NULL;
+    return Py_NewRef(name ? name : Py_None);
+}
+
+static PyMethodDef Interp_methods[] = {
+    {"cancel", (PyCFunction)Interp_cancel, METH_NOARGS,
+     "cancel(): stop the evaluation running in this interpreter (from any thread)"},
+    {"handle_names", (PyCFunction)Interp_handle_names, METH_NOARGS,
+     "handle_names() -> list: the names of the live object handles, oldest first"},
+    {"keep_in_scope", (PyCFunction)Interp_keep_in_scope, METH_O,
+     "keep_in_scope(name): py keep's work: the innermost scope that began before the "
+     "handle was made does not release it"},
+    {"handle_name", (PyCFunction)Interp_handle_name, METH_O,
+     "handle_name(obj) -> str or None: the name of obj's handle here"},
+    {"eval", (PyCFunction)(void (*)(void))Interp_eval, METH_FASTCALL | METH_KEYWORDS,
+     "eval(script, *, result=str): evaluate a Tcl script at global level; the result "
+     "as str, or as int, float, list or object (by Tcl's own type of it)"},
+    {"call", (PyCFunction)(void (*)(void))Interp_call, METH_FASTCALL | METH_KEYWORDS,
+     "call(cmd, *args, result=str): call a Tcl command with converted arguments; "
+     "the result as eval() gives it"},
+    {"evaluate", (PyCFunction)Interp_evaluate, METH_O,
+     "evaluate(script) -> Outcome: run a script in the calling Tcl frame, keeping its return code"},
+    {"create_command", (PyCFunction)(void (*)(void))Interp_create_command,
+     METH_VARARGS | METH_KEYWORDS,
+     "create_command(name, callable, planned=False, script=False): a Tcl command implemented "
+     "in Python (script: its last word reaches the parser and the plan's steps as a Script)"},
+    {"create_py_command", (PyCFunction)Interp_create_py_command, METH_VARARGS,
+     "create_py_command(name, kind, resolve): py call, eval or exec (kind) as a Tcl command"},
+    {"release", (PyCFunction)Interp_release, METH_O,
+     "release(obj) -> int: delete the object handle of obj (1 if it had one)"},
+    {"argument", (PyCFunction)Interp_argument, METH_O,
+     "argument(word): what the word passes to Python as (a live handle's object, else the str)"},
+    {"delete", (PyCFunction)Interp_delete, METH_NOARGS, "delete the Tcl interpreter"},
+    {NULL}
+};
+
+static PyGetSetDef Interp_getset[] = {
+    {"alive", (getter)Interp_get_alive, NULL, "whether the Tcl interpreter still exists", NULL},
+    {"handle_count", (getter)Interp_get_handle_count, NULL, "number of live object handles", NULL},
+    {NULL}
+};
+
+/* The Python object for a state: made on demand for Tcl-made interpreters
+   (and kept until Tcl deletes them), the user's own for Python-made ones. */
+static PyObject *
+state_object(InterpState *s)
+{
+    if (s->object != NULL)
+        return Py_NewRef((PyObject *)s->object);
+    InterpObject *o = PyObject_GC_New(InterpObject, &InterpType);
+    if (o == NULL)
+        return NULL;
+    o->state = s;
+    s->refs++;
+    if (!s->python_owned && s->interp != NULL) {
+        s->object = o;              /* owned: released in interp_deleted */
+        Py_INCREF(o);
+    } else if (s->python_owned) {
+        s->object = o;              /* borrowed, as Interp() does */
+    }
+    PyObject_GC_Track(o);
+    return (PyObject *)o;
+}
+
+/* Tcl deleted the interpreter (its commands went first). */
+static void
+interp_deleted(ClientData cd, Tcl_Interp *interp)
+{
+    InterpState *s = cd;
+    /* First: a __del__ that the process's end runs after Python stopped
+       taking calls from Tcl may still hold the Interp. */
+    s->interp = NULL;
+    Entry e;
+    if (enter(&e, NULL, NULL) < 0)
+        return;
+    if (s->delete_requested) {
+        s->delete_requested = 0;
+        atomic_fetch_sub(&deletions_pending, 1);
+    }
+    Py_CLEAR(s->handles);           /* any object a handle still held */
+    Py_CLEAR(s->scripts);           /* Tcl values: freed on their own thread */
+    Py_CLEAR(s->command_names);
+    if (!s->python_owned && s->object != NULL) {
+        InterpObject *o = s->object;
+        s->object = NULL;
+        Py_DECREF(o);
+    }
+    state_decref(s);                /* the interpreter's reference */
+    leave(&e);
+}
+
+static void
+release_command_deleted(ClientData cd)
+{
+    Entry e;
+    if (enter(&e, NULL, NULL) < 0)
+        return;
+    state_decref(cd);
+    leave(&e);
+}
+
+/* Give `interp` the bridge: the py ensemble's C part, then tclamp._attach. */
+
+static InterpObject *
+attach(Tcl_Interp *interp, int python_owned)
+{
+    InterpState *s = state_new(interp, python_owned);
+    if (s == NULL)
+        return NULL;
+    InterpObject *self = (InterpObject *)state_object(s);
+    if (self == NULL) {
+        state_decref(s);
+        return NULL;
+    }
+    Tcl_SetAssocData(interp, "tclamp", interp_deleted, s);
+    s->refs++;                      /* ::py::release borrows it too */
+    Tcl_CreateObjCommand(interp, "::py::release", release_command, s, release_command_deleted);
+    s->refs++;                      /* and ::py::scope */
+    Tcl_CreateObjCommand(interp, "::py::scope", scope_command, s, release_command_deleted);
+
+    PyObject *tclamp = PyImport_ImportModule("tclamp");
+    PyObject *r = tclamp ? PyObject_CallMethod(tclamp, "_attach", "O", self) : NULL;
+    Py_XDECREF(tclamp);
+    if (r == NULL) {
+        /* A Tcl-made interpreter keeps what was made so far until Tcl
+           deletes it; ours goes now. */
+        if (python_owned) {
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            Tcl_DeleteInterp(interp);
+            PyErr_Restore(type, value, tb);
+        }
+        Py_DECREF(self);
+        return NULL;
+    }
+    Py_DECREF(r);
+    wrap_exit(interp);
+    /* The one place tclamp is provided, with the version compiled in. */
+    Tcl_PkgProvideEx(interp, "tclamp", TCLAMP_VERSION, NULL);
+    return self;
+}
+
+/*
+ * A Python-made interpreter holds objects for Python: its handles' objects
+ * and its commands' callables and remembered plans, and so, through its
+ * children (at any depth) that loaded tclamp, theirs.  A cycle back to its
+ * object through any of them (a callback that keeps the Interp to call it
+ * later) is collected as Python's own cycles are, by showing the collector
+ * those references, but only where the object's end lets them all go at
+ * once: the object is the interpreter's own, and the collector runs on the
+ * interpreter's thread while neither it nor any of its children runs
+ * anything, and the process is not ending.  Interp_clear then deletes the
+ * interpreter, as that end would (its children with it).  Anywhere else
+ * the collector is shown nothing, and the cycle waits for a collection
+ * that can end it.  A Python-made interpreter has no parent, so each
+ * child's references are shown once, by its one Python-made ancestor.
+ */
+
+/* Whether `o` is a live interpreter inside `s`'s, at any depth.  The walk
+   up stops at an interpreter Tcl is deleting: its parent may be gone
+   already (a finalizer that its deletion ran collected the parent). */
+static int
+inside(const InterpState *o, const InterpState *s)
+{
+    if (o->interp == NULL || o->thread != s->thread || Tcl_InterpDeleted(o->interp))
+        return 0;
+    for (Tcl_Interp *up = Tcl_GetParent(o->interp); up != NULL; up = Tcl_GetParent(up)) {
+        if (up == s->interp)
+            return 1;
+        if (Tcl_InterpDeleted(up))
+            return 0;
+    }
+    return 0;
+}
+
+static int
+collectable(InterpObject *self)
+{
+    InterpState *s = self->state;
+    if (s == NULL || handles_released || atomic_load(&python_state) != PY_RUNNING
+            || !s->python_owned || s->object != self || s->interp == NULL
+            || s->thread != Tcl_GetCurrentThread() || Tcl_InterpDeleted(s->interp)
+            || runs_script(s))
+        return 0;
+    /* A child's running script (its `after` event, say) would end where it
+       stands. */
+    for (const InterpState *o = inner_states; o != NULL; o = o->next_inner) {
+        if (inside(o, s) && runs_script(o))
+            return 0;
+    }
+    return 1;
+}
+
+/* What an interpreter's state holds for Python, shown to the collector. */
+static int
+visit_held(const InterpState *s, visitproc visit, void *arg)
+{
+    Py_VISIT(s->handles);
+    for (Handle *h = s->newest; h != NULL; h = h->older)
+        Py_VISIT(h->object);
+    for (Command *cmd = s->commands; cmd != NULL; cmd = cmd->next) {
+        Py_VISIT(cmd->callable);
+        Py_VISIT(cmd->handle_types);
+        Py_VISIT(cmd->handle_defaults);
+        for (int i = 0; i < MEMO_SLOTS; i++) {
+            Py_VISIT(cmd->memo[i].steps);
+            Py_VISIT(cmd->memo[i].result);
+        }
+    }
+    return 0;
+}
+
+static int
+Interp_traverse(InterpObject *self, visitproc visit, void *arg)
+{
+    if (!collectable(self))
+        return 0;
+    int rc = visit_held(self->state, visit, arg);
+    for (const InterpState *o = inner_states; rc == 0 && o != NULL; o = o->next_inner) {
+        if (inside(o, self->state))
+            rc = visit_held(o, visit, arg);
+    }
+    return rc;
+}
+
+static int
+Interp_clear(InterpObject *self)
+{
+    if (collectable(self))
+        request_delete(self->state);    /* deleted now: it runs nothing */
+    return 0;
+}
+
+static void
+Interp_dealloc(InterpObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    InterpState *s = self->state;
+    if (s != NULL) {
+        if (s->object == self)
+            s->object = NULL;
+        if (s->python_owned)
+            request_delete(s);      /* now, or when idle on its own thread */
+        state_decref(s);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* ------------------------------------------------------------------ */
+/* Python host: load libtcl and create interpreters                     */
+
+static Tcl_Interp *(*create_interp)(void);
+
+/* libtcl for a Python host: the one the process has loaded already (a
+   tkinter program's), else $TCLAMP_LIBTCL, else the system's by its name.
+   No path of the machine that built the bridge is used. */
+static int
+load_libtcl(void)
+{
+    if (create_interp != NULL)
+        return 0;
+    const char *chosen = getenv("TCLAMP_LIBTCL");
+    void *lib = dlopen(TCLAMP_LIBTCL_NAME, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+    if (lib == NULL && chosen != NULL && *chosen != '\0')
+        lib = dlopen(chosen, RTLD_NOW | RTLD_GLOBAL);
+    else if (lib == NULL)
+        lib = dlopen(TCLAMP_LIBTCL_NAME, RTLD_NOW | RTLD_GLOBAL);
+    if (lib == NULL) {
+        PyErr_Format(PyExc_ImportError, "cannot load the Tcl " TCL_VERSION " library (%s): set "
+                     "TCLAMP_LIBTCL to the path of " TCLAMP_LIBTCL_NAME, dlerror());
+        return -1;
+    }
+    void (*find_executable)(const char *) = (void (*)(const char *))dlsym(lib, "Tcl_FindExecutable");
+    create_interp = (Tcl_Interp *(*)(void))dlsym(lib, "Tcl_CreateInterp");
+    if (find_executable == NULL || create_interp == NULL) {
+        create_interp = NULL;
+        PyErr_SetString(PyExc_ImportError, "the Tcl library lacks Tcl_CreateInterp");
+        return -1;
+    }
+    find_executable(NULL);
+    return 0;
+}
+
+/* Python host: both Python's sys.stdout and Tcl's stdout buffer what is
+   written.  Tcl's is stacked with this channel, which writes out Python's
+   buffer before each write of Tcl's; Tcl's is written out before Python
+   runs (flush_tcl_stdout).  So the output keeps the order it was written
+   in, on a terminal, a pipe or a file. */
+typedef struct {
+    Tcl_Channel self;
+} OrderedStdout;
+
+static void
+flush_python_stdout(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *out = PySys_GetObject("stdout");     /* borrowed */
+    PyObject *done = out && out != Py_None ? PyObject_CallMethod(out, "flush", NULL) : NULL;
+    Py_XDECREF(done);
+    PyErr_Restore(type, value, tb);     /* a broken stream stops no Tcl output */
+}
+
+static int
+ordered_output(ClientData cd, const char *buf, int toWrite, int *errorCodePtr)
+{
+    OrderedStdout *o = cd;
+    if (PyGILState_Check()) {
+        flush_python_stdout();
+    } else {
+        Entry e;
+        if (enter(&e, NULL, NULL) == 0) {
+            flush_python_stdout();
+            leave(&e);
+        }
+    }
+    int written = Tcl_WriteRaw(Tcl_GetStackedChannel(o->self), buf, toWrite);
+    if (written < 0)
+        *errorCodePtr = Tcl_GetErrno();
+    return written;
+}
+
+static void
+ordered_watch(ClientData cd, int mask)
+{
+    Tcl_Channel below = Tcl_GetStackedChannel(((OrderedStdout *)cd)->self);
+    Tcl_ChannelWatchProc(Tcl_GetChannelType(below))(Tcl_GetChannelInstanceData(below), mask);
+}
+
+static int
+ordered_handle(ClientData cd, int direction, ClientData *handlePtr)
+{
+    return Tcl_GetChannelHandle(Tcl_GetStackedChannel(((OrderedStdout *)cd)->self),
+                                direction, handlePtr);
+}
+
+static int
+ordered_close(ClientData cd, Tcl_Interp *interp, int flags)
+{
+    if ((flags & (TCL_CLOSE_READ | TCL_CLOSE_WRITE)) == 0)
+        ckfree(cd);
+    return 0;
+}
+
+static int
+ordered_block_mode(ClientData cd, int mode)
+{
+    return 0;                   /* the channel below has its own */
+}
+
+static const Tcl_ChannelType ordered_stdout_type = {
+    "tclamp-ordered-stdout", TCL_CHANNEL_VERSION_5, TCL_CLOSE2PROC, NULL, ordered_output,
+    NULL, NULL, NULL, ordered_watch, ordered_handle, ordered_close, ordered_block_mode,
+    NULL, NULL, NULL, NULL, NULL
+};
+
+/* Once per thread (each has its own stdout channel). */
+static void
+order_stdout_with_python(Tcl_Interp *interp)
+{
+    static _Thread_local int ordered;
+    Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT);
+    if (ordered || out == NULL)
+        return;
+    ordered = 1;
+    OrderedStdout *o = (OrderedStdout *)ckalloc(sizeof(OrderedStdout));
+    o->self = Tcl_StackChannel(interp, &ordered_stdout_type, o, TCL_WRITABLE, out);
+    if (o->self == NULL) {      /* stdout is not writable: nothing to order */
+        ckfree(o);
+        Tcl_ResetResult(interp);
+    }
+}
+
+static PyObject *
+Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0))
+        return PyErr_Format(PyExc_TypeError, "Interp() takes no arguments");
+    if (here.ended) {
+        /* (a finalizer that the thread's end runs): none would delete it */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this thread is ending: it can make no Tcl interpreter");
+        return NULL;
+    }
+    if (load_libtcl() < 0)
+        return NULL;
+    Tcl_Interp *interp = create_interp();
+    if (Tcl_InitStubs(interp, TCLAMP_TCL_VERSIONS, 0) == NULL) {
+        PyErr_SetString(PyExc_ImportError, "the Tcl library is not Tcl " TCL_VERSION);
+        return NULL;
+    }
+    tcl_ready = 1;
+    find_tcl_types();
+    watch_tcl_exit();
+    run_pending_deletions();
+    if (Tcl_Init(interp) != TCL_OK) {
+        raise_tcl_error(interp, TCL_ERROR);
+        Tcl_DeleteInterp(interp);
+        return NULL;
+    }
+    if (guard_python_thread() < 0) {
+        Tcl_DeleteInterp(interp);
+        return NULL;
+    }
+    order_stdout_with_python(interp);
+    return (PyObject *)attach(interp, 1);
+}
+
+static PyTypeObject InterpType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "tclamp._bridge.Interp",
+    .tp_doc = "Interp(): a new Tcl interpreter in this thread with tclamp's commands.",
+    .tp_basicsize = sizeof(InterpObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = Interp_new,
+    .tp_dealloc = (destructor)Interp_dealloc,
+    .tp_traverse = (traverseproc)Interp_traverse,
+    .tp_clear = (inquiry)Interp_clear,
+    .tp_free = PyObject_GC_Del,
+    .tp_methods = Interp_methods,
+    .tp_getset = Interp_getset,
+};
+
+/* ------------------------------------------------------------------ */
+/* The Python module                                                    */
+
+static PyObject *
+bridge_configure(PyObject *module, PyObject *args)
+{
+    PyObject *error_type, *describe, *steps;
+    if (!PyArg_ParseTuple(args, "OOO!:configure", &error_type, &describe, &PyTuple_Type, &steps))
+        return NULL;
+    if (PyTuple_GET_SIZE(steps) != STEP_COUNT)
+        return PyErr_Format(PyExc_TypeError, "configure: %d shutdown steps expected", STEP_COUNT);
+    Py_XSETREF(TclErrorType, Py_NewRef(error_type));
+    Py_XSETREF(describe_error, Py_NewRef(describe));
+    Py_XSETREF(shutdown_steps, Py_NewRef(steps));
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+bridge_current(PyObject *module, PyObject *unused)
+{
+    return here.current ? state_object(here.current) : Py_NewRef(Py_None);
+}
+
+/* memo(enabled), memo() -> bool: whether commands remember their plans
+   (python_command).  A test and diagnostic switch: off, every call parses
+   its words and runs its plan's steps, and no program runs; kept plans
+   stay, unused, until it is on again. */
+static PyObject *
+bridge_memo(PyObject *module, PyObject *args)
+{
+    int enabled = -1;
+    if (!PyArg_ParseTuple(args, "|p:memo", &enabled))
+        return NULL;
+    if (enabled >= 0)
+        atomic_store(&memo_on, enabled);
+    return PyBool_FromLong(atomic_load(&memo_on));
+}
+
+/* main_or_builtin(name, missing): what `name` means in __main__, then in
+   builtins; `missing` if neither has it. */
+static PyObject *
+bridge_main_or_builtin(PyObject *module, PyObject *args)
+{
+    PyObject *name, *missing;
+    if (!PyArg_ParseTuple(args, "UO:main_or_builtin", &name, &missing))
+        return NULL;
+    PyObject *found = look_up_first(name);
+    return found != NULL || PyErr_Occurred() ? found : Py_NewRef(missing);
+}
+
+/* tohil, loaded into a Tcl interpreter of this thread, runs Python without
+   taking the GIL: from now on this thread keeps the GIL, with its own
+   thread state, whenever it is in Tcl, as tohil itself does (so other
+   threads run Python only while this one does). */
+static PyObject *
+bridge_keep_gil(PyObject *module, PyObject *unused)
+{
+    here.holding = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef bridge_methods[] = {
+    {"configure", bridge_configure, METH_VARARGS,
+     "configure(TclError, describe_error, shutdown_steps): set by tclamp on import"},
+    {"use_aten", bridge_use_aten, METH_VARARGS,
+     "use_aten(functions, dtype_names), use_aten(None), use_aten() -> bool: whether plans' "
+     "programs run (see aten.py)"},
+    {"main_or_builtin", bridge_main_or_builtin, METH_VARARGS,
+     "main_or_builtin(name, missing): what name means in __main__, then in builtins, else missing"},
+    {"memo", bridge_memo, METH_VARARGS,
+     "memo(enabled), memo() -> bool: whether commands remember their plans (a test switch)"},
+    {"keep_gil", bridge_keep_gil, METH_NOARGS,
+     "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
+    {"current", bridge_current, METH_NOARGS,
+     "the Interp whose Tcl command is running Python in this thread, or None"},
+    {"at_python_exit", bridge_at_python_exit, METH_NOARGS,
+     "delete this thread's Python-made interpreters and flush Tcl's output (atexit)"},
+    {NULL}
+};
+
+/* The speed layers this build leaves out (see bridge.h), for the tests. */
+static const char built_without[] = ""
+#ifdef TCLAMP_NO_ACCELERATORS
+    " accelerators"
+#endif
+#ifdef TCLAMP_NO_ATEN
+    " aten"
+#endif
+    ;
+
+static struct PyModuleDef bridge_module = {
+    PyModuleDef_HEAD_INIT, MODULE_NAME(TCL_MAJOR_VERSION),
+    "tclamp's Tcl<->Python bridge (see _bridge.c).", -1, bridge_methods,
+};
+
+PyMODINIT_FUNC
+BRIDGE_INIT(void)
+{
+    if (PyType_Ready(&InterpType) < 0 || ThreadGuard_ready() < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&bridge_module);
+    if (m == NULL)
+        return NULL;
+#ifdef Py_GIL_DISABLED
+    /* A free-threaded Python turns its GIL on for us (threading notes). */
+    if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_USED) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+#endif
+    PyObject *aten_ops = aten_op_table();
+    int added = aten_ops != NULL && PyModule_AddObjectRef(m, "ATEN_OPS", aten_ops) == 0;
+    Py_XDECREF(aten_ops);
+    if (!added || core_add_to_module(m) < 0
+            || PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
+            || PyModule_AddStringConstant(m, "VERSION", TCLAMP_VERSION) < 0
+            || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0
+            || PyModule_AddStringConstant(m, "BUILT_WITHOUT", built_without + (*built_without == ' ')) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    int not_started = PY_NOT_STARTED;   /* imported by a Python host */
+    atomic_compare_exchange_strong(&python_state, &not_started, PY_RUNNING);
+    return m;
+}
+
+/* ------------------------------------------------------------------ */
+/* The Tcl extension: stubs, Python, then this interpreter attached     */
+
+int
+Tclamp_Init(Tcl_Interp *interp)
+{
+    if (Tcl_InitStubs(interp, TCLAMP_TCL_VERSIONS, 0) == NULL
+            || lifecycle_start(interp, BRIDGE_INIT) != TCL_OK)
+        return TCL_ERROR;
+    find_tcl_types();
+    Entry e;
+    if (enter(&e, NULL, interp) < 0)
+        return TCL_ERROR;
+    int rc = check_same_bridge(interp, BRIDGE_INIT);
+    if (rc == TCL_OK) {
+        InterpObject *self = attach(interp, 0);
+        if (self == NULL)
+            rc = report_python_error(NULL, interp);
+        Py_XDECREF(self);
+    }
+    leave(&e);
+    if (rc != TCL_OK)
+        return rc;
+    lifecycle_loaded();
+    if (!python_started_here)   /* a Python program's Tcl (tkinter) */
+        order_stdout_with_python(interp);
+    return TCL_OK;
+}
