@@ -25,17 +25,15 @@
  * layers and the process's start and end are files of their own.
  */
 #include "bridge.h"
-#include <dlfcn.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define CODE_CACHE_SIZE 128     /* py eval/exec sources kept compiled, per interpreter */
 #define DELETE_RETRY_MS 10      /* an interpreter still running is deleted later */
 
-/* Set once by tclamp/__init__.py through configure() (bridge.h). */
+/* Set once by tclamp/__init__.py through _bridge.configure (interp.c). */
 PyObject *TclErrorType, *describe_error;
 
 /* ------------------------------------------------------------------ */
@@ -205,8 +203,6 @@ record_deleted(Lifetime *life)
 
 /* ------------------------------------------------------------------ */
 /* Interpreters                                                         */
-
-static PyTypeObject OutcomeType;
 
 /* The states of interpreters that have a parent (children that loaded
    tclamp): the cycle collector's (Interp_traverse).  Guarded by the GIL. */
@@ -2013,7 +2009,7 @@ static const char *const run_usages[] = {"py eval expression", "py exec code"};
    same errors through errors.wrong_args. */
 #define WRONG_ARGS "wrong # args: should be \"%s\""
 
-static PyObject *main_name;     /* "__main__", interned (set up by the module's init) */
+static PyObject *main_name;     /* "__main__", interned (core_add_to_module) */
 static PyObject *builtins_name; /* "__builtins__", interned */
 static PyObject *builtins_module;
 static PyObject *compile_function;  /* builtins.compile */
@@ -2394,9 +2390,9 @@ core_add_to_module(PyObject *m)
 {
     if (PyType_Ready(&OutcomeType) < 0 || PyType_Ready(&ScriptType) < 0)
         return -1;
-    if (main_name == NULL) {
-        main_name = PyUnicode_InternFromString("__main__");
-        builtins_name = PyUnicode_InternFromString("__builtins__");
+    if (builtins_module == NULL) {  /* once, unless it failed */
+        Py_XSETREF(main_name, PyUnicode_InternFromString("__main__"));
+        Py_XSETREF(builtins_name, PyUnicode_InternFromString("__builtins__"));
         builtins_module = PyImport_ImportModule("builtins");
         if (main_name == NULL || builtins_name == NULL || builtins_module == NULL)
             return -1;

@@ -406,7 +406,7 @@ PyObject *ascii_str(const char *s, Py_ssize_t len);
 Tcl_Obj *ascii_tcl(const char *data, Py_ssize_t len);
 /* Gives a list that has no text yet the text Tcl would write, if cheaply
    (its items of Tcl's integer types, given, are written from their values). */
-void write_list_text(Tcl_Obj *list, const Tcl_ObjType *int_type, const Tcl_ObjType *wide_type);
+void write_list_text(Tcl_Obj *list, const Tcl_ObjType *tcl_int, const Tcl_ObjType *tcl_wide);
 /* Gives a value made from a str's code units that str's UTF-8 too. */
 void add_utf8(Tcl_Obj *obj, PyObject *s);
 /* Whether a value held only as code units may name a handle (1 when

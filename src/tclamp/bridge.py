@@ -271,7 +271,7 @@ def tcl_boolean(word):
 def before_load(command, operation):
     """Tcl's `load` is about to run `command` (an execution trace): tohil's
     library, which calls Python without taking the GIL, gets a thread that
-    keeps it (see keep_gil in _bridge.c and tohil's mode in bridge.h).
+    keeps it (see keep_gil in interp.c and tohil's mode in bridge.h).
     add_py_ensemble does the same where tohil came first."""
     if re.search("tohil", command, re.IGNORECASE):
         _bridge.keep_gil()

@@ -1,7 +1,8 @@
 /*
  * compat.h -- what differs between the Tcls (8.6, 9.0) and the Pythons
- * (3.10 to 3.14) that the bridge is built for, in one place.  _bridge.c
- * and loader.c include it; nothing else in them asks for a version.
+ * (3.10 to 3.14) that the bridge is built for, in one place.  bridge.h (so
+ * every bridge file) and loader.c include it; nothing else in them asks
+ * for a version.
  */
 #ifndef TCLAMP_COMPAT_H
 #define TCLAMP_COMPAT_H

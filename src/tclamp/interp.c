@@ -16,7 +16,6 @@
  */
 #include "bridge.h"
 #include <dlfcn.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1117,7 +1116,7 @@ static const char built_without[] = ""
 
 static struct PyModuleDef bridge_module = {
     PyModuleDef_HEAD_INIT, MODULE_NAME(TCL_MAJOR_VERSION),
-    "tclamp's Tcl<->Python bridge (see _bridge.c).", -1, bridge_methods,
+    "tclamp's Tcl<->Python bridge (see _bridge.c and interp.c).", -1, bridge_methods,
 };
 
 PyMODINIT_FUNC
@@ -1126,8 +1125,10 @@ BRIDGE_INIT(void)
     if (PyType_Ready(&InterpType) < 0 || ThreadGuard_ready() < 0)
         return NULL;
     PyObject *m = PyModule_Create(&bridge_module);
-    if (m == NULL)
+    if (m == NULL || core_add_to_module(m) < 0) {
+        Py_XDECREF(m);
         return NULL;
+    }
 #ifdef Py_GIL_DISABLED
     /* A free-threaded Python turns its GIL on for us (threading notes). */
     if (PyUnstable_Module_SetGIL(m, Py_MOD_GIL_USED) < 0) {
@@ -1138,8 +1139,7 @@ BRIDGE_INIT(void)
     PyObject *aten_ops = aten_op_table();
     int added = aten_ops != NULL && PyModule_AddObjectRef(m, "ATEN_OPS", aten_ops) == 0;
     Py_XDECREF(aten_ops);
-    if (!added || core_add_to_module(m) < 0
-            || PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
+    if (!added || PyModule_AddObjectRef(m, "Interp", (PyObject *)&InterpType) < 0
             || PyModule_AddStringConstant(m, "VERSION", TCLAMP_VERSION) < 0
             || PyModule_AddStringConstant(m, "TCL_VERSION", TCL_VERSION) < 0
             || PyModule_AddStringConstant(m, "BUILT_WITHOUT", built_without + (*built_without == ' ')) < 0) {

@@ -150,9 +150,10 @@ own_path(void)
     return dladdr((void *)&own_path, &info) ? info.dli_fname : NULL;
 }
 
-/* Our module object is this very file: make `import tclamp._bridge` find
-   it rather than load a second copy, and `import tclamp` find the Python
-   files beside it, whatever the environment has installed.  (GIL held.) */
+/* Our module object is this very shared object: make `import
+   tclamp._bridge` find it rather than load a second copy, and `import
+   tclamp` find the Python files beside it, whatever the environment has
+   installed.  (GIL held.) */
 static void
 adopt_this_copy(ModuleInit module_init)
 {

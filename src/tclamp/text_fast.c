@@ -326,12 +326,12 @@ ascii_tcl(const char *data, Py_ssize_t len)
    Tcl would give each integer a text of its own (an allocation each) to
    copy from, at several times the cost.  Any other list is left to Tcl. */
 static int
-is_plain_int(Tcl_Obj *item, const Tcl_ObjType *int_type, const Tcl_ObjType *wide_type,
+is_plain_int(Tcl_Obj *item, const Tcl_ObjType *tcl_int, const Tcl_ObjType *tcl_wide,
              unsigned long long *magnitude)
 {
     long long w;
     if (item->bytes != NULL || item->typePtr == NULL
-            || (item->typePtr != int_type && item->typePtr != wide_type)
+            || (item->typePtr != tcl_int && item->typePtr != tcl_wide)
             || int_obj_value(item, &w) != TCL_OK)
         return 0;
     *magnitude = w < 0 ? 0 - (unsigned long long)w : (unsigned long long)w;
@@ -339,7 +339,7 @@ is_plain_int(Tcl_Obj *item, const Tcl_ObjType *int_type, const Tcl_ObjType *wide
 }
 
 void
-write_list_text(Tcl_Obj *list, const Tcl_ObjType *int_type, const Tcl_ObjType *wide_type)
+write_list_text(Tcl_Obj *list, const Tcl_ObjType *tcl_int, const Tcl_ObjType *tcl_wide)
 {
     Tcl_Size n, len;
     Tcl_Obj **items;
@@ -348,7 +348,7 @@ write_list_text(Tcl_Obj *list, const Tcl_ObjType *int_type, const Tcl_ObjType *w
         return;
     size_t size = (size_t)n - 1;                /* the spaces */
     for (Tcl_Size i = 0; i < n; i++) {
-        int sign = is_plain_int(items[i], int_type, wide_type, &u);
+        int sign = is_plain_int(items[i], tcl_int, tcl_wide, &u);
         if (sign != 0) {
             size += (size_t)digits_of(u) + (sign < 0);
             continue;
@@ -368,7 +368,7 @@ write_list_text(Tcl_Obj *list, const Tcl_ObjType *int_type, const Tcl_ObjType *w
     for (Tcl_Size i = 0; i < n; i++) {
         if (i > 0)
             *out++ = ' ';
-        int sign = is_plain_int(items[i], int_type, wide_type, &u);
+        int sign = is_plain_int(items[i], tcl_int, tcl_wide, &u);
         if (sign == 0) {
             const char *word = Tcl_GetStringFromObj(items[i], &len);
             memcpy(out, word, (size_t)len);
@@ -405,7 +405,7 @@ units_may_name_handle(Tcl_Obj *obj)
 void text_fast_init(void) {}
 PyObject *ascii_str(const char *s, Py_ssize_t len) { return NULL; }
 Tcl_Obj *ascii_tcl(const char *data, Py_ssize_t len) { return NULL; }
-void write_list_text(Tcl_Obj *list, const Tcl_ObjType *int_type, const Tcl_ObjType *wide_type) {}
+void write_list_text(Tcl_Obj *list, const Tcl_ObjType *tcl_int, const Tcl_ObjType *tcl_wide) {}
 void add_utf8(Tcl_Obj *obj, PyObject *s) {}
 int units_may_name_handle(Tcl_Obj *obj) { return 1; }
 
