@@ -423,9 +423,7 @@ static PyObject *
 Interp_evaluate(InterpObject *self, PyObject *script)
 {
     InterpState *s = self->state;
-    if (check_usable(s) < 0)
-        return NULL;
-    Tcl_Obj *obj = script_to_tcl(script);
+    Tcl_Obj *obj = check_usable(s) < 0 ? NULL : script_to_tcl(script);
     if (obj == NULL)
         return NULL;
     PyObject *outcome = outcome_new();
