@@ -5,6 +5,7 @@ its main thread.
 Every script runs in a process of its own, with a time limit (processes.py),
 so that a crash or a hang is a failed test and never a dead pytest.
 """
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import TCLSH, needs_tkinters_tcl
+from conftest import TCLSH, needs_setup, needs_tkinters_tcl
 from processes import TIME_LIMIT, assert_clean, assert_no_crash, environment, run, tclsh
 
 
@@ -113,6 +114,7 @@ def test_fork_from_python_child_exits_and_parent_goes_on(tmp_path):
 def test_tkinter_marshals_py_calls_from_a_python_thread(tmp_path):
     """tkinter runs a Python thread's Tcl calls on the main thread, inside
     mainloop: tclamp must take the GIL there as tkinter hands it over."""
+    needs_setup("Xvfb", shutil.which("xvfb-run"))
     r = run(["xvfb-run", "-a", sys.executable, "-c", textwrap.dedent("""\
         import tkinter, threading
         root = tkinter.Tk(); root.withdraw()

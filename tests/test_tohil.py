@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, tcl_env
+from conftest import ROOT, needs_compiler, tcl_env
 
 PEERS = Path(os.environ.get("TCLAMP_PEERS", ROOT.parent / "shared" / "peers"))
 
@@ -21,6 +21,7 @@ def tohil(tmp_path_factory):
     script = PEERS / "build_tohil.sh"
     if not script.is_file():
         pytest.skip(f"NOT TESTED: tohil interop, no {script} to build tohil with")
+    needs_compiler()
     dest = tmp_path_factory.mktemp("tohil") / "build"
     built = subprocess.run(["sh", str(script), str(dest)], capture_output=True, text=True,
                            env=dict(os.environ, TCLAMP_DIR=str(ROOT),

@@ -130,16 +130,18 @@ def ask(python, code, env=None):
 
 
 def make_venv(log):
-    """A venv of this python3 that sees the packages this python3 sees (its
-    torch, even when this python3 is itself in a venv) through a .pth file,
-    after its own site-packages, which get the test tools."""
+    """A venv of this python3 that sees the checkout's modules, then the
+    packages this python3 sees (its torch, even when this python3 is itself
+    in a venv), through a .pth file, after its own site-packages, which get
+    the test tools.  The checkout comes first: a tclamp this python3 already
+    has (installed, or another checkout's) must not be the one tested."""
     import venv
     venv.EnvBuilder(symlinks=True, with_pip=False).create(VENV)
     site = Path(ask(venv_python(), "import json, sysconfig; print(json.dumps(sysconfig.get_path('purelib')))"))
     own = set(ask(venv_python(), "import json, sys; print(json.dumps(sys.path))"))
     here = str(Path(__file__).resolve().parent)
     seen = [p for p in sys.path if p and p != here and p not in own and os.path.isdir(p)]
-    (site / "gpu_check_origin.pth").write_text("".join(f"{p}\n" for p in seen))
+    (site / "gpu_check_origin.pth").write_text("".join(f"{p}\n" for p in [ROOT / "src", *seen]))
     log(f"venv {VENV}, which also sees: {', '.join(seen) or 'nothing more'}")
     return site
 
@@ -148,7 +150,7 @@ def install_wheels(site, log):
     """Unzips the test tools' wheels into the venv (pure Python: no pip
     needed); numpy only if the machine's Python has none.  tclamp's wheel:
     its metadata (pytest's plugin entry point) into the venv, its bridge
-    binaries beside the checkout's modules, which the venv imports."""
+    binaries beside the checkout's modules, which the venv imports first."""
     has_numpy = subprocess.run([sys.executable, "-c", "import numpy"],
                                capture_output=True).returncode == 0
     wheels = [wheel for wheel in sorted((PACK / "wheels").glob("*.whl"))
@@ -170,7 +172,6 @@ def install_wheels(site, log):
                     archive.extract(member, site)
                 elif built(member):
                     (PACKAGE / Path(member).name).write_bytes(archive.read(member))
-    (site / "tclamp_checkout.pth").write_text(f"{ROOT / 'src'}\n")
     log(f"installed {', '.join(w.name for w in wheels)}"
         + (" (numpy: the machine's own)" if has_numpy else ""))
 
