@@ -120,9 +120,9 @@ def needs_setup(what, present):
     pytest.fail(f"make setup installs {what}, and it is missing")
 
 
-def needs_compiler():
-    needs_setup("a C compiler and Tcl's headers",
-                shutil.which("cc") and os.environ.get("TCL_CONFIG"))
+def needs_compiler(compiler="cc"):
+    needs_setup(f"a C compiler ({compiler}) and Tcl's headers",
+                shutil.which(compiler) and os.environ.get("TCL_CONFIG"))
 
 
 # Installing from the package index: not where pip is told there is none.

@@ -21,7 +21,7 @@ def tohil(tmp_path_factory):
     script = PEERS / "build_tohil.sh"
     if not script.is_file():
         pytest.skip(f"NOT TESTED: tohil interop, no {script} to build tohil with")
-    needs_compiler()
+    needs_compiler("gcc")       # the compiler build_tohil.sh runs
     dest = tmp_path_factory.mktemp("tohil") / "build"
     built = subprocess.run(["sh", str(script), str(dest)], capture_output=True, text=True,
                            env=dict(os.environ, TCLAMP_DIR=str(ROOT),
