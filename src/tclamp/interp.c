@@ -443,6 +443,21 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     return outcome;
 }
 
+/* The interpreter for a new command that runs `callable`; NULL (an
+   exception set) when it is not usable, or `callable` is not one. */
+static InterpState *
+state_for_command(InterpObject *self, PyObject *callable)
+{
+    InterpState *s = self->state;
+    if (check_usable(s) < 0)
+        return NULL;
+    if (!PyCallable_Check(callable)) {
+        PyErr_SetString(PyExc_TypeError, "callable expected");
+        return NULL;
+    }
+    return s;
+}
+
 static PyObject *
 Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -453,11 +468,9 @@ Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|ppO:create_command", kwlist,
                                      &name, &callable, &planned, &script, &handle_form))
         return NULL;
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
+    InterpState *s = state_for_command(self, callable);
+    if (s == NULL)
         return NULL;
-    if (!PyCallable_Check(callable))
-        return PyErr_Format(PyExc_TypeError, "callable expected");
     if (script && !planned)
         return PyErr_Format(PyExc_ValueError, "a script command is a planned one");
     if (handle_form == Py_None) {
@@ -491,11 +504,9 @@ Interp_create_py_command(InterpObject *self, PyObject *args)
     PyObject *resolve;
     if (!PyArg_ParseTuple(args, "ssO:create_py_command", &name, &kind, &resolve))
         return NULL;
-    InterpState *s = self->state;
-    if (check_usable(s) < 0)
+    InterpState *s = state_for_command(self, resolve);
+    if (s == NULL)
         return NULL;
-    if (!PyCallable_Check(resolve))
-        return PyErr_Format(PyExc_TypeError, "callable expected");
     Tcl_ObjCmdProc *proc = strcmp(kind, "call") == 0 ? py_call_command
         : strcmp(kind, "eval") == 0 ? py_eval_command
         : strcmp(kind, "exec") == 0 ? py_exec_command : NULL;
