@@ -158,6 +158,8 @@ def test_interps_used_after_their_thread_ended_or_from_another_thread(tmp_path):
                                ('evaluate', lambda: interp.evaluate('set x')),
                                ('release', lambda: interp.release(object())),
                                ('create_command', lambda: interp.create_command('a', print)),
+                               # the interpreter is checked before the callable
+                               ('create_py_command', lambda: interp.create_py_command('b', 'call', 5)),
                                ('delete', lambda: interp.delete())]:
                 try:
                     print(who, name, call())
@@ -167,6 +169,11 @@ def test_interps_used_after_their_thread_ended_or_from_another_thread(tmp_path):
         live = tclamp.Interp()
         t = threading.Thread(target=attempts, args=(live, 'other')); t.start(); t.join()
         print(live.eval('expr 1+1'))
+        for call in (lambda: live.create_command('a', 5), lambda: live.create_py_command('b', 'call', 5)):
+            try:
+                call()
+            except TypeError as e:
+                print('live', e)
     """)
     assert_clean(r)
     deleted = "the Tcl interpreter has been deleted"
@@ -174,7 +181,9 @@ def test_interps_used_after_their_thread_ended_or_from_another_thread(tmp_path):
     assert r.stdout.splitlines() == [
         "Big del", "alive False 0 []",
         f"dead eval {deleted}", f"dead call {deleted}", f"dead evaluate {deleted}",
-        f"dead release {deleted}", f"dead create_command {deleted}", "dead delete None",
+        f"dead release {deleted}", f"dead create_command {deleted}",
+        f"dead create_py_command {deleted}", "dead delete None",
         f"other eval {wrong}", f"other call {wrong}", f"other evaluate {wrong}",
-        f"other release {wrong}", f"other create_command {wrong}", f"other delete {wrong}",
-        "2"], r.report
+        f"other release {wrong}", f"other create_command {wrong}",
+        f"other create_py_command {wrong}", f"other delete {wrong}",
+        "2", "live callable expected", "live callable expected"], r.report
