@@ -289,6 +289,49 @@ def test_a_finalizer_run_as_a_python_thread_ends_makes_no_interpreter(tmp_path):
                         "main still makes one: 1\n"), r.report
 
 
+def test_tclamp_tcl_in_a_finalizer_run_as_a_python_thread_ends_leaves_nothing(tmp_path):
+    """The same finalizer through tclamp.tcl: it refuses before it reads its
+    thread-local interpreter, which Python is clearing with the thread's
+    state; read then, it was made anew and never freed (a weakref and its
+    dict per thread).  A handle's finalizer that the thread's interpreter
+    deletion runs finds that interpreter deleted, and leaves nothing too."""
+    r = python(tmp_path, """\
+        import collections, gc, threading, tclamp
+        tclamp.Interp()
+        said = collections.Counter()
+        class Late:
+            def __del__(s):
+                try:
+                    tclamp.tcl.eval('set x 1')
+                except (RuntimeError, tclamp.TclError) as e:
+                    said[str(e)] += 1
+        def boom():
+            raise ValueError(Late())
+        def kept():
+            p = tclamp.Interp()
+            p.create_command('boom', boom)
+            p.eval('catch boom')            # kept until the thread ends
+        def held():
+            tclamp.tcl.call('set', 'h', Late())     # a handle of the thread's interpreter
+        def counts():
+            gc.collect()
+            return collections.Counter(type(o).__name__ for o in gc.get_objects())
+        for worker in (kept, held):
+            for n in (20, 400):
+                if n == 400:
+                    before = counts()
+                for _ in range(n):
+                    t = threading.Thread(target=worker); t.start(); t.join()
+            grown = {k: v for k, v in (counts() - before).items() if v >= 100}
+            print(worker.__name__, grown, flush=True)
+        print(dict(said), flush=True)
+    """)
+    assert_clean(r)
+    assert r.stdout == ("kept {}\nheld {}\n"
+                        "{'this thread is ending: it can make no Tcl interpreter': 420, "
+                        "'attempt to call eval in deleted interpreter': 420}\n"), r.report
+
+
 def test_a_finalizer_at_tclsh_exit_deletes_an_interpreter_another_uses(tmp_path):
     r = tclsh(tmp_path, """\
         package require tclamp

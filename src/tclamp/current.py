@@ -15,6 +15,11 @@ class CurrentTcl:
     def interp(self):
         interp = _bridge.current()
         if interp is None:
+            if _bridge.thread_ended():
+                # A finalizer that the thread's end runs, while Python clears
+                # the thread's locals: reading _thread_interp would make them
+                # anew, and nothing would free them.  Interp() refuses.
+                return _bridge.Interp()
             interp = getattr(_thread_interp, "interp", None)
             if interp is None or not interp.alive:
                 interp = _thread_interp.interp = _bridge.Interp()

@@ -1056,6 +1056,12 @@ bridge_current(PyObject *module, PyObject *unused)
     return here.current ? state_object(here.current) : Py_NewRef(Py_None);
 }
 
+static PyObject *
+bridge_thread_ended(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(here.ended);
+}
+
 /* memo(enabled), memo() -> bool: whether commands remember their plans
    (python_command).  A test and diagnostic switch: off, every call parses
    its words and runs its plan's steps, and no program runs; kept plans
@@ -1108,6 +1114,8 @@ static PyMethodDef bridge_methods[] = {
      "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
     {"current", bridge_current, METH_NOARGS,
      "the Interp whose Tcl command is running Python in this thread, or None"},
+    {"thread_ended", bridge_thread_ended, METH_NOARGS,
+     "thread_ended() -> bool: this thread's end has retired its interpreters (Interp() refuses)"},
     {"at_python_exit", bridge_at_python_exit, METH_NOARGS,
      "delete this thread's Python-made interpreters and flush Tcl's output (atexit)"},
     {NULL}
