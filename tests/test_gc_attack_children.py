@@ -290,16 +290,22 @@ def test_a_finalizer_run_as_a_python_thread_ends_makes_no_interpreter(tmp_path):
 
 
 def test_tclamp_tcl_in_a_finalizer_run_as_a_python_thread_ends_leaves_nothing(tmp_path):
-    """The same finalizer through tclamp.tcl: it refuses before it reads its
-    thread-local interpreter, which Python is clearing with the thread's
-    state; read then, it was made anew and never freed (a weakref and its
-    dict per thread).  A handle's finalizer that the thread's interpreter
-    deletion runs finds that interpreter deleted, and leaves nothing too."""
+    """The same finalizer through tclamp.tcl, run at four places of a
+    thread's end: the kept exception's release (after the thread's
+    interpreters are retired); an object of the user's own threading.local,
+    and a command's callable on tclamp.tcl's interpreter (both while Python
+    clears the thread's state, before tclamp's guard has its turn); a
+    handle's object, as the thread's interpreter is deleted.  Each refuses
+    before it reads tclamp.tcl's thread-local: read while Python clears the
+    thread's state, it was made anew with a new interpreter, and nothing
+    freed them (a dict, a weakref and an interpreter per thread)."""
     r = python(tmp_path, """\
         import collections, gc, threading, tclamp
         tclamp.Interp()
         said = collections.Counter()
+        mine = threading.local()
         class Late:
+            def method(s): pass
             def __del__(s):
                 try:
                     tclamp.tcl.eval('set x 1')
@@ -311,25 +317,31 @@ def test_tclamp_tcl_in_a_finalizer_run_as_a_python_thread_ends_leaves_nothing(tm
             p = tclamp.Interp()
             p.create_command('boom', boom)
             p.eval('catch boom')            # kept until the thread ends
+        def own_local():
+            mine.late = Late()              # the thread's dict holds it before tclamp's guard
+            tclamp.tcl.eval('set y 2')
+        def command():
+            tclamp.tcl.interp.create_command('late', Late().method)
         def held():
             tclamp.tcl.call('set', 'h', Late())     # a handle of the thread's interpreter
         def counts():
             gc.collect()
             return collections.Counter(type(o).__name__ for o in gc.get_objects())
-        for worker in (kept, held):
+        for worker in (kept, own_local, command, held):
             for n in (20, 400):
                 if n == 400:
                     before = counts()
                 for _ in range(n):
                     t = threading.Thread(target=worker); t.start(); t.join()
             grown = {k: v for k, v in (counts() - before).items() if v >= 100}
-            print(worker.__name__, grown, flush=True)
-        print(dict(said), flush=True)
+            print(worker.__name__, grown, dict(said), flush=True)
+            said.clear()
     """)
     assert_clean(r)
-    assert r.stdout == ("kept {}\nheld {}\n"
-                        "{'this thread is ending: it can make no Tcl interpreter': 420, "
-                        "'attempt to call eval in deleted interpreter': 420}\n"), r.report
+    ending = "{'this thread is ending: it can make no Tcl interpreter': 420}"
+    assert r.stdout.splitlines() == [
+        f"kept {{}} {ending}", f"own_local {{}} {ending}", f"command {{}} {ending}",
+        "held {} {'attempt to call eval in deleted interpreter': 420}"], r.report
 
 
 def test_a_finalizer_at_tclsh_exit_deletes_an_interpreter_another_uses(tmp_path):

@@ -173,6 +173,7 @@ typedef struct {
     int ending_normally;        /* the thread's own end, not thread::exit */
     int holding;                /* keeps the GIL while in Tcl: tohil is here */
     int ended;                  /* its end retired its interpreters: no new one */
+    int guarded;                /* a Python thread whose state dict holds our guard */
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
 } ThreadBridge;
@@ -436,6 +437,8 @@ int check_same_bridge(Tcl_Interp *interp, ModuleInit module_init);
 void lifecycle_loaded(void);
 void thread_exit_handler(ClientData unused);
 int guard_python_thread(void);
+/* Whether this thread is ending, so that it may make no interpreter (GIL held). */
+int thread_is_ending(void);
 void watch_tcl_exit(void);
 void wrap_exit(Tcl_Interp *interp);
 void delete_thread_interps(void);

@@ -988,7 +988,7 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     if (PyTuple_GET_SIZE(args) != 0 || (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0))
         return PyErr_Format(PyExc_TypeError, "Interp() takes no arguments");
-    if (here.ended) {
+    if (thread_is_ending()) {
         /* (a finalizer that the thread's end runs): none would delete it */
         PyErr_SetString(PyExc_RuntimeError,
                         "this thread is ending: it can make no Tcl interpreter");
@@ -1059,7 +1059,7 @@ bridge_current(PyObject *module, PyObject *unused)
 static PyObject *
 bridge_thread_ended(PyObject *module, PyObject *unused)
 {
-    return PyBool_FromLong(here.ended);
+    return PyBool_FromLong(thread_is_ending());
 }
 
 /* memo(enabled), memo() -> bool: whether commands remember their plans
@@ -1115,7 +1115,7 @@ static PyMethodDef bridge_methods[] = {
     {"current", bridge_current, METH_NOARGS,
      "the Interp whose Tcl command is running Python in this thread, or None"},
     {"thread_ended", bridge_thread_ended, METH_NOARGS,
-     "thread_ended() -> bool: this thread's end has retired its interpreters (Interp() refuses)"},
+     "thread_ended() -> bool: this thread is ending, and Interp() refuses"},
     {"at_python_exit", bridge_at_python_exit, METH_NOARGS,
      "delete this thread's Python-made interpreters and flush Tcl's output (atexit)"},
     {NULL}

@@ -401,7 +401,19 @@ guard_python_thread(void)
     PyObject *guard = PyType_GenericAlloc(&ThreadGuardType, 0);
     int rc = guard ? PyDict_SetItemString(dict, "tclamp.thread_guard", guard) : -1;
     Py_XDECREF(guard);
+    here.guarded = rc == 0;
     return rc;
+}
+
+/* Its end has retired its interpreters, or Python is clearing its state:
+   the dict that holds the guard is gone (Python sets it to NULL first), and
+   a finalizer run then, before the guard's turn, that made an interpreter
+   or read a threading.local would make that dict anew, and nothing would
+   free it or what it holds. */
+int
+thread_is_ending(void)
+{
+    return here.ended || (here.guarded && PyThreadState_Get()->dict == NULL);
 }
 
 int
