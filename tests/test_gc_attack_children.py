@@ -344,6 +344,31 @@ def test_tclamp_tcl_in_a_finalizer_run_as_a_python_thread_ends_leaves_nothing(tm
         "held {} {'attempt to call eval in deleted interpreter': 420}"], r.report
 
 
+def test_a_c_threads_callback_that_uses_tclamp_tcl_ends_cleanly(tmp_path):
+    """A thread that C made (here libc's pthread_create, through ctypes) runs
+    a Python callback: Python makes it a thread state for the call and
+    clears it as the call returns (PyGILState_Release), which deletes the
+    interpreter tclamp.tcl made there.  The bridge's own entries under that
+    deletion take no second hold of the GIL, whose release would delete the
+    state being cleared: the process aborted (PyThreadState_Get: NULL)."""
+    r = python(tmp_path, """\
+        import ctypes, tclamp
+        libc = ctypes.CDLL(None)
+        said = []
+        def start(arg):
+            said.append(tclamp.tcl.eval('expr {6*7}'))
+            return None
+        routine = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(start)
+        for _ in range(3):
+            thread = ctypes.c_ulong()
+            assert libc.pthread_create(ctypes.byref(thread), None, routine, None) == 0
+            libc.pthread_join(thread, None)
+        print(said, tclamp.tcl.eval('expr {1+1}'), flush=True)
+    """)
+    assert_clean(r)
+    assert r.stdout == "['42', '42', '42'] 2\n", r.report
+
+
 def test_a_finalizer_at_tclsh_exit_deletes_an_interpreter_another_uses(tmp_path):
     r = tclsh(tmp_path, """\
         package require tclamp

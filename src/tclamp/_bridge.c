@@ -107,7 +107,12 @@ enter(Entry *e, InterpState *owner, Tcl_Interp *interp)
     } else {
         if (!t->known)
             first_contact(t, e);
-        if (e->restored == NULL) {
+        /* Not when this thread's own state holds the GIL already (Python
+           deletes an interpreter, say): PyGILState_Release may be clearing
+           that state now (a C thread's callback ends), and our Release
+           would then delete it under the code that called us. */
+        PyThreadState *now = PyThreadState_GetUnchecked();
+        if (e->restored == NULL && (now == NULL || now != PyGILState_GetThisThreadState())) {
             e->gil = PyGILState_Ensure();
             e->ensured = 1;
         }

@@ -1,6 +1,6 @@
 /*
  * compat.h -- what differs between the Tcls (8.6, 9.0) and the Pythons
- * (3.10 to 3.14) that the bridge is built for, in one place.  bridge.h (so
+ * (3.10 to 3.15) that the bridge is built for, in one place.  bridge.h (so
  * every bridge file) and loader.c include it; nothing else in them asks
  * for a version.
  */
@@ -45,6 +45,12 @@ __asm__(".symver dlsym,dlsym@" TCLAMP_OLD_GLIBC);
 __asm__(".symver dladdr,dladdr@" TCLAMP_OLD_GLIBC);
 __asm__(".symver dlerror,dlerror@" TCLAMP_OLD_GLIBC);
 __asm__(".symver pthread_once,pthread_once@" TCLAMP_OLD_GLIBC);
+#endif
+
+/* The thread state this thread runs now, or NULL (never a fatal error):
+   public from Python 3.13, named with an underscore before. */
+#if defined(PY_VERSION_HEX) && PY_VERSION_HEX < 0x030D0000
+#  define PyThreadState_GetUnchecked _PyThreadState_UncheckedGet
 #endif
 
 /* A Tcl integer of a C one.  Tcl 8.6 makes a wide one through
