@@ -10,8 +10,13 @@ ratio is the median of the rounds' ratios, with its spread (lowest and
 highest).  A third step runs in the same rounds: the same pieces as six
 Python functions, each called from Tcl (`::py::call`) and keeping the
 step's tensors in Python, with no torch:: command, handle or scope.  It is
-the floor of any step that Tcl drives one piece at a time.  Then the three
-run again, in short turns, with a time stamp between the step's pieces,
+the floor of any step that Tcl drives one piece at a time.  A fourth is
+that floor with the step's two tensors (the loss and the scaled loss) also
+handed to Tcl, as handles that `py scope` releases at the step's end, as
+the README step's are: between the three Tcl-driven steps, what handles
+and a scope cost, and what the torch:: commands and the handle's method
+call add.  Then the README step, the Python step and the floor run again,
+in short turns, with a time stamp between the step's pieces,
 which gives each piece's cost inside the step (a command costs more there
 than in a tight loop: the step's own work evicts it from the caches); the
 stamps' own cost is measured in the same steps and taken off.  The floor's
@@ -119,7 +124,7 @@ def median_and_spread(values):
 def measure(tclsh, device, rounds, steps, stamp_runs):
     outs = [run_tcl(tclsh, device, rounds, steps)]
     outs += [run_tcl(tclsh, device, 0, steps, "stamps") for _ in range(stamp_runs - 1)]
-    took = {"tcl": [], "python": [], "calls": []}     # ns of each round's steps
+    took = {"tcl": [], "python": [], "calls": [], "handles": []}  # ns of each round's steps
     runs = []       # each process's pieces: {"tcl"|"python"|"calls": {piece: µs}, "inner": ...}
     for out in outs:
         stamps = {"tcl": [], "python": [], "calls": [], "inner": []}
@@ -135,7 +140,7 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
         runs[-1]["inner"] = inner_us(inner)
     # Each against Python: the median of the rounds' ratios, lowest, highest.
     ratios = {name: [ns / python for ns, python in zip(took[name], took["python"])]
-              for name in ("tcl", "calls")}
+              for name in ("tcl", "calls", "handles")}
     # Each piece: the median over the processes, and the spread of its excess.
     pieces = {}
     for name, *_ in PIECES:
@@ -184,7 +189,9 @@ def table(device, rounds, steps, m):
             against_python("one step (ms, median)", "tcl", f"{target:.2f}x",
                            "yes" if m["ratio"]["tcl"][0] <= target else "no"),
             against_python("the floor: six `::py::call`s of the step's pieces (ms, median)",
-                           "calls", "", ""), "",
+                           "calls", "", ""),
+            against_python("the floor, the step's two tensors also held by handles that "
+                           "`py scope` releases (ms, median)", "handles", "", ""), "",
             f"Each piece inside the step (µs; in each of {m['stamp_runs']} tclsh processes the "
             f"median of {steps} stamped steps of each, then the median over the "
             "processes):", "",

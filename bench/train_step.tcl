@@ -1,17 +1,19 @@
 # The README's float16 training step, driven from Tcl, beside the same step
-# written in Python and the floor (the step's pieces as six Python functions,
-# each called from Tcl), in this one process, on the same model, optimizer
-# and scaler; bench/train_step.py runs it and reads what it prints.
+# written in Python, the floor (the step's pieces as six Python functions,
+# each called from Tcl), and the floor with the step's two tensors handed to
+# Tcl as handles that `py scope` releases, in this one process, on the same
+# model, optimizer and scaler; bench/train_step.py runs it and reads what it
+# prints.
 #     tclsh train_step.tcl device rounds steps ?profile|stamps|counts which?
 # Each round times `steps` steps of each (wall time, the device synchronized
-# at both ends), the three taking turns and starting in turn; then `steps`
+# at both ends), the four taking turns and starting in turn; then `steps`
 # instrumented steps of each stamp the time between the step's pieces, in
 # chunks of 25 ordered Tcl, Python, floor, floor timed inside, the same
 # again, floor, Python, Tcl, again and again, so that a drift or a burst in
 # the machine's speed weighs on all of them alike.  With "stamps", only
 # those; with "profile", cProfile's view of `steps` Tcl-driven steps
 # instead; with "counts" (under callgrind, bench/step_counts.py), `steps`
-# steps of one of the three (which: tcl, python or calls), callgrind
+# steps of one of the four (which: tcl, python, calls or handles), callgrind
 # counting only those.
 package require tclamp
 lassign $argv device rounds steps mode
@@ -86,6 +88,17 @@ def piece_update():
     global loss, scaled
     scaler.update()
     del loss, scaled        # the step's tensors go at its end, as in python_step
+
+
+# Two of them once more, handing the step's tensors to Tcl as well.
+def piece_forward_out():
+    piece_forward()
+    return loss
+
+
+def piece_scale_out():
+    piece_scale()
+    return scaled
 
 
 # The floor's pieces once more, each timing its own Python code from inside
@@ -169,6 +182,20 @@ proc calls_step {} {
     ::py::call piece_backward
     ::py::call piece_step
     ::py::call piece_update
+}
+
+# The six calls again, the step's two tensors now also held by handles,
+# which the scope releases at the step's end as the README step's: what
+# handles and a scope add to the floor, with no torch:: command.
+proc handles_step {} {
+    py scope {
+        ::py::call piece_zero_grad
+        set loss [::py::call piece_forward_out]
+        set scaled [::py::call piece_scale_out]
+        ::py::call piece_backward
+        ::py::call piece_step
+        ::py::call piece_update
+    }
 }
 
 proc tcl_steps {n {step tcl_step}} {
@@ -262,6 +289,7 @@ proc inner_stamped {n} {
 # Warm-up: torch's first calls, the bridge's remembered plans, the caches.
 tcl_steps 50
 tcl_steps 50 calls_step
+tcl_steps 50 handles_step
 py call python_steps 50
 if {$mode eq "profile"} {
     py exec {import cProfile, pstats; profiler = cProfile.Profile()}
@@ -271,11 +299,13 @@ if {$mode eq "profile"} {
     py exec {pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(30)}
     exit
 }
-# The three: the README step, the Python step, and the six calls.
+# The four: the README step, the Python step, the six calls, and the six
+# calls with handles.
 set runs {
     tcl {tcl_steps $steps}
     python {py call python_steps $steps}
     calls {tcl_steps $steps calls_step}
+    handles {tcl_steps $steps handles_step}
 }
 if {$mode eq "counts"} {
     # callgrind starts with its counting off (--collect-atstart=no); each
@@ -288,15 +318,15 @@ if {$mode eq "counts"} {
     exit
 }
 if {$mode ne "stamps"} {
-    # Each round runs the three in this order, each round starting one
+    # Each round runs the four in this order, each round starting one
     # further.
     for {set round 0} {$round < $rounds} {incr round} {
-        set first [expr {2 * ($round % 3)}]
+        set first [expr {2 * ($round % 4)}]
         set order [concat [lrange $runs $first end] [lrange $runs 0 $first-1]]
         foreach {name run} $order {
             set took($name) [eval $run]
         }
-        puts "round $took(tcl) $took(python) $took(calls)"
+        puts "round $took(tcl) $took(python) $took(calls) $took(handles)"
     }
 }
 # The stamped steps, in chunks of 25 that take turns.
