@@ -24,7 +24,12 @@ pieces show what a bare return to Tcl costs at each place in the step, and
 so what a command, handle or scope adds above that; and, as each floor
 piece's function also times itself from inside, how much of that return is
 torch's own work running slower between calls from Tcl, and how much the
-call itself.  The stamped steps run
+call itself.  The README step is stamped a second time with the scaler's
+three commands replaced by the same methods called through the scaler's
+handle (`$scaler step $optimizer`): the two differ only there, so each
+command's own cost over the bridge's generic call, at its place in the
+step, shows apart from the return to Tcl and the handles.  The stamped
+steps run
 in `STAMP_RUNS` tclsh processes: a piece's cost moves between processes
 more than within one, so each piece is the median over the processes, with
 the lowest and highest.
@@ -44,6 +49,13 @@ from results import RESULTS, ROOT, machine, write_section
 HERE = Path(__file__).resolve().parent
 TARGETS = {"cpu": 1.05, "cuda": 1.02}
 COMMAND_TARGET_US = 2.0       # each torch:: command over its torch call, in the step
+# The scaler's commands, and the same methods called through the scaler's
+# handle in bench/train_step.tcl's methods_stamped.
+COMMANDS = (
+    ("scale", "`torch::grad_scaler_scale $scaler $loss`", "`$scaler scale $loss`"),
+    ("step", "`torch::grad_scaler_step $scaler $optimizer`", "`$scaler step $optimizer`"),
+    ("update", "`torch::grad_scaler_update $scaler`", "`$scaler update`"),
+)
 SCOPE_TARGET_US = 5.0
 STAMP_RUNS = 3                # tclsh processes that stamp the pieces (the timed one too)
 # (piece, what the Tcl step runs, what the Python step runs, its target)
@@ -127,13 +139,13 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
     took = {"tcl": [], "python": [], "calls": [], "handles": []}  # ns of each round's steps
     runs = []       # each process's pieces: {"tcl"|"python"|"calls": {piece: µs}, "inner": ...}
     for out in outs:
-        stamps = {"tcl": [], "python": [], "calls": [], "inner": []}
+        stamps = {"tcl": [], "methods": [], "python": [], "calls": [], "inner": []}
         for line in out.splitlines():
             kind, *values = line.split()
             if kind == "round":
                 for name, ns in zip(took, map(int, values)):
                     took[name].append(ns)
-            elif kind in ("tcl_stamps", "python_stamps", "calls_stamps", "inner_stamps"):
+            elif kind.removesuffix("_stamps") in stamps:
                 stamps[kind.partition("_")[0]].append([int(v) for v in values])
         inner = stamps.pop("inner")
         runs.append({step: pieces_us(rows) for step, rows in stamps.items()})
@@ -163,9 +175,15 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
                         "above": median_and_spread(above),
                         "own": median_and_spread(own),
                         "call": median_and_spread(e["calls"] - o for e, o in zip(excess, own))}
+    # Each scaler command against its method through the handle, same step.
+    commands = {name: {"tcl": statistics.median(run["tcl"][name] for run in runs),
+                       "methods": statistics.median(run["methods"][name] for run in runs),
+                       "over": median_and_spread(run["tcl"][name] - run["methods"][name]
+                                                 for run in runs)}
+                for name, *_ in COMMANDS}
     return {"ms": {name: statistics.median(ns) / steps / 1e6 for name, ns in took.items()},
             "ratio": {name: median_and_spread(r) for name, r in ratios.items()},
-            "pieces": pieces, "floor": floor, "stamp_runs": len(runs)}
+            "pieces": pieces, "floor": floor, "commands": commands, "stamp_runs": len(runs)}
 
 
 def spread(triple):
@@ -218,6 +236,16 @@ def table(device, rounds, steps, m):
              "tclamp's command, handle or scope adds above that.", "",
              "| piece | Tcl over Python | floor over Python | Tcl over the floor "
              "(lowest-highest process) |", "|---|---|---|---|"] + against
+    rows += ["", "Each scaler command against the same method called through the scaler's "
+             "handle, at the same place in the same step (µs, medians over the same "
+             "processes): the two steps differ only there, so the last column is what the "
+             "command itself costs over the bridge's generic call.", "",
+             "| piece | Tcl runs | the same through the handle | command µs | method µs | "
+             "command over the method (lowest-highest process) |", "|---|---|---|---|---|---|"]
+    for name, command, method in COMMANDS:
+        c = m["commands"][name]
+        rows.append(f"| {name} | {command} | {method} | {c['tcl']:.1f} | {c['methods']:.1f} | "
+                    f"{spread(c['over'])} |")
     rows += ["", "The floor's excess, split (µs, medians over the same processes): each "
              "piece's Python function also timed itself from inside, in steps of their own "
              "among the others, so its first column is what torch's own work costs over "

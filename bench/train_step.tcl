@@ -8,13 +8,13 @@
 # Each round times `steps` steps of each (wall time, the device synchronized
 # at both ends), the four taking turns and starting in turn; then `steps`
 # instrumented steps of each stamp the time between the step's pieces, in
-# chunks of 25 ordered Tcl, Python, floor, floor timed inside, the same
-# again, floor, Python, Tcl, again and again, so that a drift or a burst in
-# the machine's speed weighs on all of them alike.  With "stamps", only
-# those; with "profile", cProfile's view of `steps` Tcl-driven steps
-# instead; with "counts" (under callgrind, bench/step_counts.py), `steps`
-# steps of one of the four (which: tcl, python, calls or handles), callgrind
-# counting only those.
+# chunks of 25 ordered Tcl, Tcl with the scaler's methods, Python, floor,
+# floor timed inside, the same again, floor, Python, methods, Tcl, again
+# and again, so that a drift or a burst in the machine's speed weighs on
+# all of them alike.  With "stamps", only those; with "profile",
+# cProfile's view of `steps` Tcl-driven steps instead; with "counts"
+# (under callgrind, bench/step_counts.py), `steps` steps of one of the four
+# (which: tcl, python, calls or handles), callgrind counting only those.
 package require tclamp
 lassign $argv device rounds steps mode
 
@@ -210,8 +210,12 @@ proc tcl_steps {n {step tcl_step}} {
 
 # The same stamps as python_stamped: before the scope, at the body's start,
 # around the autocast block and the forward pass in it, after each
-# command, at the body's end, after the scope, and an empty pair.
-proc tcl_stamped {n} {
+# command, at the body's end, after the scope, and an empty pair.  Made
+# twice: as README writes the step (tcl_stamped), and with the scaler's
+# three commands replaced by the same methods called through the scaler's
+# handle (methods_stamped), which is what each command adds over the
+# bridge's generic call at its place in the step.
+set stamped {
     global scaler optimizer device
     set rows {}
     for {set i 0} {$i < $n} {incr i} {
@@ -227,13 +231,13 @@ proc tcl_stamped {n} {
                 set loss
             }]
             lappend s [::py::call now]
-            set scaled [torch::grad_scaler_scale $scaler $loss]
+            set scaled [SCALE]
             lappend s [::py::call now]
             $scaled backward
             lappend s [::py::call now]
-            torch::grad_scaler_step $scaler $optimizer
+            STEP
             lappend s [::py::call now]
-            torch::grad_scaler_update $scaler
+            UPDATE
             lappend s [::py::call now]
         }
         lappend s [::py::call now]
@@ -242,6 +246,16 @@ proc tcl_stamped {n} {
     }
     return $rows
 }
+proc tcl_stamped {n} [string map {
+    SCALE {torch::grad_scaler_scale $scaler $loss}
+    STEP {torch::grad_scaler_step $scaler $optimizer}
+    UPDATE {torch::grad_scaler_update $scaler}
+} $stamped]
+proc methods_stamped {n} [string map {
+    SCALE {$scaler scale $loss}
+    STEP {$scaler step $optimizer}
+    UPDATE {$scaler update}
+} $stamped]
 
 # The floor's six calls, stamped where tcl_stamped stamps the same pieces,
 # each stamp as there (its autocast block is inside piece_forward, and the
@@ -331,9 +345,10 @@ if {$mode ne "stamps"} {
 }
 # The stamped steps, in chunks of 25 that take turns.
 for {set done 0} {$done < $steps} {incr done 50} {
-    foreach who {tcl python calls inner inner calls python tcl} {
+    foreach who {tcl methods python calls inner inner calls python methods tcl} {
         switch $who {
             tcl {set rows [tcl_stamped 25]}
+            methods {set rows [methods_stamped 25]}
             python {set rows [py call python_stamped 25]}
             calls {set rows [calls_stamped 25]}
             inner {set rows [inner_stamped 25]}
