@@ -15,7 +15,9 @@ that floor with the step's two tensors (the loss and the scaled loss) also
 handed to Tcl, as handles that `py scope` releases at the step's end, as
 the README step's are: between the three Tcl-driven steps, what handles
 and a scope cost, and what the torch:: commands and the handle's method
-call add.  Then the README step, the Python step and the floor run again,
+call add.  A fifth makes and deletes two Tcl procs where the fourth makes
+and releases its handles: what a command made and deleted in the step
+costs Tcl itself, with no Python.  Then the README step, the Python step and the floor run again,
 in short turns, with a time stamp between the step's pieces,
 which gives each piece's cost inside the step (a command costs more there
 than in a tight loop: the step's own work evicts it from the caches); the
@@ -136,7 +138,7 @@ def median_and_spread(values):
 def measure(tclsh, device, rounds, steps, stamp_runs):
     outs = [run_tcl(tclsh, device, rounds, steps)]
     outs += [run_tcl(tclsh, device, 0, steps, "stamps") for _ in range(stamp_runs - 1)]
-    took = {"tcl": [], "python": [], "calls": [], "handles": []}  # ns of each round's steps
+    took = {"tcl": [], "python": [], "calls": [], "procs": [], "handles": []}  # ns, each round
     runs = []       # each process's pieces: {"tcl"|"python"|"calls": {piece: µs}, "inner": ...}
     for out in outs:
         stamps = {"tcl": [], "methods": [], "python": [], "calls": [], "inner": []}
@@ -152,7 +154,7 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
         runs[-1]["inner"] = inner_us(inner)
     # Each against Python: the median of the rounds' ratios, lowest, highest.
     ratios = {name: [ns / python for ns, python in zip(took[name], took["python"])]
-              for name in ("tcl", "calls", "handles")}
+              for name in took if name != "python"}
     # Each piece: the median over the processes, and the spread of its excess.
     pieces = {}
     for name, *_ in PIECES:
@@ -208,6 +210,8 @@ def table(device, rounds, steps, m):
                            "yes" if m["ratio"]["tcl"][0] <= target else "no"),
             against_python("the floor: six `::py::call`s of the step's pieces (ms, median)",
                            "calls", "", ""),
+            against_python("the floor, with two Tcl procs made and deleted in the step "
+                           "(ms, median)", "procs", "", ""),
             against_python("the floor, the step's two tensors also held by handles that "
                            "`py scope` releases (ms, median)", "handles", "", ""), "",
             f"Each piece inside the step (µs; in each of {m['stamp_runs']} tclsh processes the "

@@ -1,20 +1,22 @@
 # The README's float16 training step, driven from Tcl, beside the same step
 # written in Python, the floor (the step's pieces as six Python functions,
-# each called from Tcl), and the floor with the step's two tensors handed to
-# Tcl as handles that `py scope` releases, in this one process, on the same
-# model, optimizer and scaler; bench/train_step.py runs it and reads what it
+# each called from Tcl), the floor with two Tcl procs made and deleted in
+# each step, and the floor with the step's two tensors handed to Tcl as
+# handles that `py scope` releases, in this one process, on the same model,
+# optimizer and scaler; bench/train_step.py runs it and reads what it
 # prints.
 #     tclsh train_step.tcl device rounds steps ?profile|stamps|counts which?
 # Each round times `steps` steps of each (wall time, the device synchronized
-# at both ends), the four taking turns and starting in turn; then `steps`
+# at both ends), the five taking turns and starting in turn; then `steps`
 # instrumented steps of each stamp the time between the step's pieces, in
 # chunks of 25 ordered Tcl, Tcl with the scaler's methods, Python, floor,
 # floor timed inside, the same again, floor, Python, methods, Tcl, again
 # and again, so that a drift or a burst in the machine's speed weighs on
 # all of them alike.  With "stamps", only those; with "profile",
 # cProfile's view of `steps` Tcl-driven steps instead; with "counts"
-# (under callgrind, bench/step_counts.py), `steps` steps of one of the four
-# (which: tcl, python, calls or handles), callgrind counting only those.
+# (under callgrind, bench/step_counts.py), `steps` steps of one of the five
+# (which: tcl, python, calls, procs or handles), callgrind counting only
+# those.
 package require tclamp
 lassign $argv device rounds steps mode
 
@@ -184,6 +186,25 @@ proc calls_step {} {
     ::py::call piece_update
 }
 
+# The six calls again, with what a handle costs Tcl alone: a command made
+# where the step's two tensors would become handles, and deleted at the
+# step's end (a proc whose body is not empty: deleting one that is would
+# make Tcl compile every script anew).
+namespace eval ::bench {}
+set procs_made 0
+proc procs_step {} {
+    ::py::call piece_zero_grad
+    ::py::call piece_forward
+    proc ::bench::loss[incr ::procs_made] {} {return 1}
+    ::py::call piece_scale
+    proc ::bench::scaled$::procs_made {} {return 1}
+    ::py::call piece_backward
+    ::py::call piece_step
+    ::py::call piece_update
+    rename ::bench::loss$::procs_made {}
+    rename ::bench::scaled$::procs_made {}
+}
+
 # The six calls again, the step's two tensors now also held by handles,
 # which the scope releases at the step's end as the README step's: what
 # handles and a scope add to the floor, with no torch:: command.
@@ -303,6 +324,7 @@ proc inner_stamped {n} {
 # Warm-up: torch's first calls, the bridge's remembered plans, the caches.
 tcl_steps 50
 tcl_steps 50 calls_step
+tcl_steps 50 procs_step
 tcl_steps 50 handles_step
 py call python_steps 50
 if {$mode eq "profile"} {
@@ -313,12 +335,13 @@ if {$mode eq "profile"} {
     py exec {pstats.Stats(profiler).strip_dirs().sort_stats("tottime").print_stats(30)}
     exit
 }
-# The four: the README step, the Python step, the six calls, and the six
-# calls with handles.
+# The five: the README step, the Python step, the six calls, the six calls
+# with procs, and the six calls with handles.
 set runs {
     tcl {tcl_steps $steps}
     python {py call python_steps $steps}
     calls {tcl_steps $steps calls_step}
+    procs {tcl_steps $steps procs_step}
     handles {tcl_steps $steps handles_step}
 }
 if {$mode eq "counts"} {
@@ -332,15 +355,15 @@ if {$mode eq "counts"} {
     exit
 }
 if {$mode ne "stamps"} {
-    # Each round runs the four in this order, each round starting one
+    # Each round runs the five in this order, each round starting one
     # further.
     for {set round 0} {$round < $rounds} {incr round} {
-        set first [expr {2 * ($round % 4)}]
+        set first [expr {2 * ($round % 5)}]
         set order [concat [lrange $runs $first end] [lrange $runs 0 $first-1]]
         foreach {name run} $order {
             set took($name) [eval $run]
         }
-        puts "round $took(tcl) $took(python) $took(calls) $took(handles)"
+        puts "round $took(tcl) $took(python) $took(calls) $took(procs) $took(handles)"
     }
 }
 # The stamped steps, in chunks of 25 that take turns.
