@@ -5,36 +5,35 @@ own cost shows) and on CUDA where torch sees a GPU:
 (`make bench` runs it).
 
 Both steps run in one tclsh (bench/train_step.tcl) on one model, optimizer
-and scaler, in rounds in which they take turns and start in turn; the
-ratio is the median of the rounds' ratios, with its spread (lowest and
-highest).  A third step runs in the same rounds: the same pieces as six
-Python functions, each called from Tcl (`::py::call`) and keeping the
-step's tensors in Python, with no torch:: command, handle or scope.  It is
-the floor of any step that Tcl drives one piece at a time.  A fourth is
-that floor with the step's two tensors (the loss and the scaled loss) also
+and scaler, in rounds in which they take turns and start in turn; the ratio
+is the median of the rounds' ratios, with its spread (lowest and highest).
+A third step runs in the same rounds: the same pieces as six Python
+functions, each called from Tcl (`::py::call`) and keeping the step's
+tensors in Python, with no torch:: command, handle or scope.  It is the
+floor of any step that Tcl drives one piece at a time.  A fourth is that
+floor with the step's two tensors (the loss and the scaled loss) also
 handed to Tcl, as handles that `py scope` releases at the step's end, as
-the README step's are: between the three Tcl-driven steps, what handles
-and a scope cost, and what the torch:: commands and the handle's method
-call add.  A fifth makes and deletes two Tcl procs where the fourth makes
-and releases its handles: what a command made and deleted in the step
-costs Tcl itself, with no Python.  Then the README step, the Python step and the floor run again,
-in short turns, with a time stamp between the step's pieces,
-which gives each piece's cost inside the step (a command costs more there
-than in a tight loop: the step's own work evicts it from the caches); the
-stamps' own cost is measured in the same steps and taken off.  The floor's
-pieces show what a bare return to Tcl costs at each place in the step, and
-so what a command, handle or scope adds above that; and, as each floor
-piece's function also times itself from inside, how much of that return is
-torch's own work running slower between calls from Tcl, and how much the
-call itself.  The README step is stamped a second time with the scaler's
-three commands replaced by the same methods called through the scaler's
-handle (`$scaler step $optimizer`): the two differ only there, so each
-command's own cost over the bridge's generic call, at its place in the
+the README step's are; a fifth makes and deletes two plain Tcl procs at the
+same places instead.  So the README step's excess over Python splits into
+the floor, the handles and scope (and of those, what making and deleting a
+Tcl command costs Tcl itself, with no Python), and the torch:: commands
+with the handle's method call.  Then the README step, the Python step and
+the floor run again, in short turns, with a time stamp between the step's
+pieces, which gives each piece's cost inside the step (a command costs more
+there than in a tight loop: the step's own work evicts it from the caches);
+the stamps' own cost is measured in the same steps and taken off.  The
+floor's pieces show what a bare return to Tcl costs at each place in the
+step, and so what a command, handle or scope adds above that; and, as each
+floor piece's function also times itself from inside, how much of that
+return is torch's own work running slower between calls from Tcl, and how
+much the call itself.  The README step is stamped a second time with the
+scaler's three commands replaced by the same methods called through the
+scaler's handle (`$scaler step $optimizer`): the two differ only there, so
+each command's own cost over the bridge's generic call, at its place in the
 step, shows apart from the return to Tcl and the handles.  The stamped
-steps run
-in `STAMP_RUNS` tclsh processes: a piece's cost moves between processes
-more than within one, so each piece is the median over the processes, with
-the lowest and highest.
+steps run in `STAMP_RUNS` tclsh processes: a piece's cost moves between
+processes more than within one, so each piece is the median over the
+processes, with the lowest and highest.
 --profile prints cProfile's view of the Tcl-driven step (inside tclsh).
 
 Writes its section of bench/RESULTS.md, one table per device.
@@ -51,13 +50,6 @@ from results import RESULTS, ROOT, machine, write_section
 HERE = Path(__file__).resolve().parent
 TARGETS = {"cpu": 1.05, "cuda": 1.02}
 COMMAND_TARGET_US = 2.0       # each torch:: command over its torch call, in the step
-# The scaler's commands, and the same methods called through the scaler's
-# handle in bench/train_step.tcl's methods_stamped.
-COMMANDS = (
-    ("scale", "`torch::grad_scaler_scale $scaler $loss`", "`$scaler scale $loss`"),
-    ("step", "`torch::grad_scaler_step $scaler $optimizer`", "`$scaler step $optimizer`"),
-    ("update", "`torch::grad_scaler_update $scaler`", "`$scaler update`"),
-)
 SCOPE_TARGET_US = 5.0
 STAMP_RUNS = 3                # tclsh processes that stamp the pieces (the timed one too)
 # (piece, what the Tcl step runs, what the Python step runs, its target)
@@ -84,6 +76,13 @@ FLOOR_PIECES = (
     ("backward", ("backward",)),
     ("step", ("step",)),
     ("update, with the step's tensors going (the scope's end)", ("update", "scope")),
+)
+# The scaler's commands, and the same methods called through the scaler's
+# handle in train_step.tcl's methods_stamped.
+COMMANDS = (
+    ("scale", "`torch::grad_scaler_scale $scaler $loss`", "`$scaler scale $loss`"),
+    ("step", "`torch::grad_scaler_step $scaler $optimizer`", "`$scaler step $optimizer`"),
+    ("update", "`torch::grad_scaler_update $scaler`", "`$scaler update`"),
 )
 HOW = ("How to reproduce: `make setup`, then `.venv/bin/python bench/train_step.py` "
        "(`--quick` for fewer rounds; `--device cuda` on a GPU machine, where "
@@ -139,7 +138,8 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
     outs = [run_tcl(tclsh, device, rounds, steps)]
     outs += [run_tcl(tclsh, device, 0, steps, "stamps") for _ in range(stamp_runs - 1)]
     took = {"tcl": [], "python": [], "calls": [], "procs": [], "handles": []}  # ns, each round
-    runs = []       # each process's pieces: {"tcl"|"python"|"calls": {piece: µs}, "inner": ...}
+    runs = []       # each process's pieces: {"tcl"|"methods"|"python"|"calls": {piece: µs},
+                    #                         "inner": ...}
     for out in outs:
         stamps = {"tcl": [], "methods": [], "python": [], "calls": [], "inner": []}
         for line in out.splitlines():
