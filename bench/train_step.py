@@ -147,8 +147,8 @@ def measure(tclsh, device, rounds, steps, stamp_runs):
             if kind == "round":
                 for name, ns in zip(took, map(int, values)):
                     took[name].append(ns)
-            elif kind.removesuffix("_stamps") in stamps:
-                stamps[kind.partition("_")[0]].append([int(v) for v in values])
+            elif kind.endswith("_stamps") and kind.removesuffix("_stamps") in stamps:
+                stamps[kind.removesuffix("_stamps")].append([int(v) for v in values])
         inner = stamps.pop("inner")
         runs.append({step: pieces_us(rows) for step, rows in stamps.items()})
         runs[-1]["inner"] = inner_us(inner)
