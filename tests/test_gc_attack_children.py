@@ -5,6 +5,8 @@ interpreters (retire_thread_states) and the end's release of every handle
 test_gc_attack_threads_exits.py leave out.  Each script runs in a process
 of its own (processes.py); a crash or a hang fails the test.
 """
+import pytest
+
 from processes import assert_clean, python, tclsh
 from test_interp_cycles import program
 
@@ -367,6 +369,45 @@ def test_a_c_threads_callback_that_uses_tclamp_tcl_ends_cleanly(tmp_path):
     """)
     assert_clean(r)
     assert r.stdout == "['42', '42', '42'] 2\n", r.report
+
+
+
+C_THREAD_CALLING_AGAIN = """\
+import ctypes, tclamp
+libc = ctypes.CDLL(None)
+said, made = [], []
+key = ctypes.c_uint()
+def call_python(value):
+    try:
+        made.extend([tclamp.tcl.interp, tclamp.Interp()])
+        said.append(made[-1].eval('expr {6*7}') + tclamp.tcl.eval('set n %d' % len(said)))
+    except Exception as e:
+        said.append(repr(e))
+    libc.pthread_setspecific(key, ctypes.c_void_p(1))
+again = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(call_python)
+assert libc.pthread_key_create(ctypes.byref(key), again) == 0
+start = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(call_python)
+thread = ctypes.c_ulong()
+assert libc.pthread_create(ctypes.byref(thread), None, start, None) == 0
+libc.pthread_join(thread, None)
+print(said, len(made), [p.alive for p in made].count(True), flush=True)
+"""
+
+
+@pytest.mark.parametrize("host", ["python", "tclsh"])
+def test_a_c_thread_that_calls_python_again_gets_an_interpreter_each_time(tmp_path, host):
+    """One thread that C made calls Python five times, each call in a thread
+    state of its own: the start routine, then libc's four rounds of a thread
+    key's destructor (each sets the key again), after Python has cleared the
+    state before.  Each call has tclamp.tcl and makes an interpreter, and
+    each state's end deletes both; the first end used to refuse every later
+    call ("this thread is ending")."""
+    if host == "python":
+        r = python(tmp_path, C_THREAD_CALLING_AGAIN)
+    else:
+        r = tclsh(tmp_path, "package require tclamp\npy exec {\n%s}\n" % C_THREAD_CALLING_AGAIN)
+    assert_clean(r)
+    assert r.stdout == "['420', '421', '422', '423', '424'] 10 0\n", r.report
 
 
 def test_a_finalizer_at_tclsh_exit_deletes_an_interpreter_another_uses(tmp_path):

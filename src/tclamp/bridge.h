@@ -172,8 +172,9 @@ typedef struct {
     int known;                  /* thread exit handler registered */
     int ending_normally;        /* the thread's own end, not thread::exit */
     int holding;                /* keeps the GIL while in Tcl: tohil is here */
-    int ended;                  /* its end retired its interpreters: no new one */
-    int guarded;                /* a Python thread whose state dict holds our guard */
+    uint64_t ended;             /* id of the thread state whose end retired its
+                                   interpreters: that state makes no new one */
+    int guarded;                /* the current state's dict holds our guard */
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
 } ThreadBridge;

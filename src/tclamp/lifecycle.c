@@ -316,12 +316,13 @@ is_python_owned(const InterpState *s)
 
 /* What this thread's end leaves of its interpreters (one that runs, or
    one Tcl made) is no thread's: no other may use or delete it, not even a
-   new one that gets the same thread id; and the thread makes no more.
-   (GIL held.) */
+   new one that gets the same thread id; and the ending thread state makes
+   no more.  (A C thread that calls Python again gets a new state, which
+   may.)  (GIL held.) */
 static void
 retire_thread_states(void)
 {
-    here.ended = 1;
+    here.ended = PyThreadState_GetID(PyThreadState_Get());
     Tcl_ThreadId me = Tcl_GetCurrentThread();
     for (InterpState *s = all_states; s != NULL; s = s->next) {
         if (s->thread != me)
@@ -356,6 +357,7 @@ ThreadGuard_dealloc(PyObject *self)
     if (python_usable() && !tcl_finalizing) {
         delete_thread_interps();
         retire_thread_states();
+        here.guarded = 0;
         here.ending_normally = 1;
         Tcl_FinalizeThread();
         here.ending_normally = 0;
@@ -413,7 +415,8 @@ guard_python_thread(void)
 int
 thread_is_ending(void)
 {
-    return here.ended || (here.guarded && PyThreadState_Get()->dict == NULL);
+    PyThreadState *state = PyThreadState_Get();
+    return here.ended == PyThreadState_GetID(state) || (here.guarded && state->dict == NULL);
 }
 
 int
