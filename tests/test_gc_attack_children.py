@@ -410,6 +410,39 @@ def test_a_c_thread_that_calls_python_again_gets_an_interpreter_each_time(tmp_pa
     assert r.stdout == "['420', '421', '422', '423', '424'] 10 0\n", r.report
 
 
+def test_a_finalizer_that_uses_tcl_as_a_c_threads_state_ends_refuses_no_later_call(tmp_path):
+    """A finalizer (of a threading.local) that uses tclamp.tcl while the
+    state of a C thread's first call, which made no interpreter, is
+    cleared makes one (it stays: docs/hosts.md) and a guard in a dict that
+    nothing frees; the thread's next call, in a new state, still works."""
+    r = python(tmp_path, """\
+        import ctypes, threading, tclamp
+        libc = ctypes.CDLL(None)
+        key, local, said = ctypes.c_uint(), threading.local(), []
+        tclamp.tcl.eval('expr 1')
+        class UsesTcl:
+            def __del__(self): said.append(tclamp.tcl.eval('expr 1'))
+        def call(value):
+            try:
+                if value is None:
+                    local.finalized = UsesTcl()
+                    libc.pthread_setspecific(key, ctypes.c_void_p(1))
+                else:
+                    said.append(tclamp.tcl.eval('expr 42'))
+            except Exception as e:
+                said.append(repr(e))
+        again = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(call)
+        assert libc.pthread_key_create(ctypes.byref(key), again) == 0
+        start = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(call)
+        thread = ctypes.c_ulong()
+        assert libc.pthread_create(ctypes.byref(thread), None, start, None) == 0
+        libc.pthread_join(thread, None)
+        print(said, flush=True)
+    """)
+    assert_clean(r)
+    assert r.stdout == "['1', '42']\n", r.report
+
+
 def test_a_finalizer_at_tclsh_exit_deletes_an_interpreter_another_uses(tmp_path):
     r = tclsh(tmp_path, """\
         package require tclamp

@@ -110,6 +110,38 @@ def test_fork_from_python_child_exits_and_parent_goes_on(tmp_path):
                                      "child status 3", "parent after 42"], r.report
 
 
+
+def test_fork_leaves_the_forking_threads_interpreters_to_the_child(tmp_path):
+    """Python's fork clears the other threads' states on the forking thread,
+    in the child: a state's guard freed there (its thread made an
+    interpreter) leaves the forking thread's interpreters and Tcl data
+    alone; the child's tclamp.tcl, a kept Interp and a new one work."""
+    script = tmp_path / "main.py"
+    script.write_text(textwrap.dedent("""\
+        import os, threading, tclamp
+        kept = tclamp.Interp()
+        kept.eval('set y 5')
+        ready, stop = threading.Event(), threading.Event()
+        def worker():
+            tclamp.tcl.eval('set x 1'); ready.set(); stop.wait()
+        t = threading.Thread(target=worker, daemon=True)
+        t.start(); ready.wait()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                print('child', tclamp.tcl.eval('expr 2'), kept.alive, kept.eval('set y'),
+                      tclamp.Interp().eval('expr 3'), flush=True)
+            except BaseException as e:
+                print('child', repr(e), flush=True)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        stop.set(); t.join()
+        print('parent', os.waitstatus_to_exitcode(status), tclamp.tcl.eval('expr 4'), kept.eval('set y'))
+    """))
+    r = run([sys.executable, str(script)], tmp_path)
+    assert_clean(r)
+    assert r.stdout == "child 2 True 5 3\nparent 0 4 5\n", r.report
+
 @needs_tkinters_tcl
 def test_tkinter_marshals_py_calls_from_a_python_thread(tmp_path):
     """tkinter runs a Python thread's Tcl calls on the main thread, inside

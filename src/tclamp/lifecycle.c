@@ -347,17 +347,22 @@ delete_thread_interps(void)
 /*
  * A Python thread that made an interpreter must give Tcl's per-thread data
  * back when it ends.  The guard sits in the thread state's dict, which
- * Python clears on the ending thread itself, with the GIL held.
+ * Python clears on the ending thread itself, with the GIL held.  A fork's
+ * child clears the other threads' states on the forking thread: there the
+ * guard is not its thread's, and leaves the thread alone.
  */
-typedef struct { PyObject_HEAD } ThreadGuard;
+typedef struct {
+    PyObject_HEAD
+    uint64_t state;             /* id of the thread state whose dict holds it */
+} ThreadGuard;
 
 static void
 ThreadGuard_dealloc(PyObject *self)
 {
-    if (python_usable() && !tcl_finalizing) {
+    if (python_usable() && !tcl_finalizing
+        && ((ThreadGuard *)self)->state == PyThreadState_GetID(PyThreadState_Get())) {
         delete_thread_interps();
         retire_thread_states();
-        here.guarded = 0;
         here.ending_normally = 1;
         Tcl_FinalizeThread();
         here.ending_normally = 0;
@@ -400,10 +405,14 @@ guard_python_thread(void)
     PyObject *dict = PyThreadState_GetDict();
     if (dict == NULL || PyDict_GetItemString(dict, "tclamp.thread_guard") != NULL)
         return 0;
-    PyObject *guard = PyType_GenericAlloc(&ThreadGuardType, 0);
-    int rc = guard ? PyDict_SetItemString(dict, "tclamp.thread_guard", guard) : -1;
-    Py_XDECREF(guard);
-    here.guarded = rc == 0;
+    ThreadGuard *guard = (ThreadGuard *)PyType_GenericAlloc(&ThreadGuardType, 0);
+    if (guard == NULL)
+        return -1;
+    uint64_t state = PyThreadState_GetID(PyThreadState_Get());
+    int rc = PyDict_SetItemString(dict, "tclamp.thread_guard", (PyObject *)guard);
+    if (rc == 0)
+        guard->state = here.guarded = state;    /* (else it goes, leaving the thread be) */
+    Py_DECREF(guard);
     return rc;
 }
 
@@ -416,7 +425,8 @@ int
 thread_is_ending(void)
 {
     PyThreadState *state = PyThreadState_Get();
-    return here.ended == PyThreadState_GetID(state) || (here.guarded && state->dict == NULL);
+    uint64_t id = PyThreadState_GetID(state);
+    return here.ended == id || (here.guarded == id && state->dict == NULL);
 }
 
 int
