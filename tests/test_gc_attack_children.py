@@ -5,6 +5,8 @@ interpreters (retire_thread_states) and the end's release of every handle
 test_gc_attack_threads_exits.py leave out.  Each script runs in a process
 of its own (processes.py); a crash or a hang fails the test.
 """
+import textwrap
+
 import pytest
 
 from processes import assert_clean, python, tclsh
@@ -372,40 +374,47 @@ def test_a_c_threads_callback_that_uses_tclamp_tcl_ends_cleanly(tmp_path):
 
 
 
-C_THREAD_CALLING_AGAIN = """\
-import ctypes, tclamp
-libc = ctypes.CDLL(None)
-said, made = [], []
-key = ctypes.c_uint()
-def call_python(value):
-    try:
-        made.extend([tclamp.tcl.interp, tclamp.Interp()])
-        said.append(made[-1].eval('expr {6*7}') + tclamp.tcl.eval('set n %d' % len(said)))
-    except Exception as e:
-        said.append(repr(e))
-    libc.pthread_setspecific(key, ctypes.c_void_p(1))
-again = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(call_python)
-assert libc.pthread_key_create(ctypes.byref(key), again) == 0
-start = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(call_python)
-thread = ctypes.c_ulong()
-assert libc.pthread_create(ctypes.byref(thread), None, start, None) == 0
-libc.pthread_join(thread, None)
-print(said, len(made), [p.alive for p in made].count(True), flush=True)
-"""
+def on_a_c_thread(calls, then):
+    """A script in which one thread that C made runs `call(value)`, which
+    `calls` defines: first as its start routine (value None), then in libc's
+    rounds of a thread key's destructors (four at most), each while `call`
+    has set `key` again; each call has a thread state of its own.  Then the
+    script's main thread runs `then`."""
+    return ("import ctypes, threading, tclamp\n"
+            "libc = ctypes.CDLL(None)\n"
+            "key = ctypes.c_uint()\n"
+            + textwrap.dedent(calls) +
+            "again = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(call)\n"
+            "assert libc.pthread_key_create(ctypes.byref(key), again) == 0\n"
+            "start = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(call)\n"
+            "thread = ctypes.c_ulong()\n"
+            "assert libc.pthread_create(ctypes.byref(thread), None, start, None) == 0\n"
+            "libc.pthread_join(thread, None)\n"
+            + textwrap.dedent(then))
 
 
 @pytest.mark.parametrize("host", ["python", "tclsh"])
 def test_a_c_thread_that_calls_python_again_gets_an_interpreter_each_time(tmp_path, host):
-    """One thread that C made calls Python five times, each call in a thread
-    state of its own: the start routine, then libc's four rounds of a thread
-    key's destructor (each sets the key again), after Python has cleared the
-    state before.  Each call has tclamp.tcl and makes an interpreter, and
-    each state's end deletes both; the first end used to refuse every later
-    call ("this thread is ending")."""
+    """One thread that C made calls Python five times, each call in a
+    thread state of its own.  Each call has tclamp.tcl and makes an
+    interpreter, and each state's end deletes both; the first end used to
+    refuse every later call ("this thread is ending")."""
+    script = on_a_c_thread("""\
+        said, made = [], []
+        def call(value):
+            try:
+                made.extend([tclamp.tcl.interp, tclamp.Interp()])
+                said.append(made[-1].eval('expr {6*7}') + tclamp.tcl.eval('set n %d' % len(said)))
+            except Exception as e:
+                said.append(repr(e))
+            libc.pthread_setspecific(key, ctypes.c_void_p(1))
+    """, """\
+        print(said, len(made), [p.alive for p in made].count(True), flush=True)
+    """)
     if host == "python":
-        r = python(tmp_path, C_THREAD_CALLING_AGAIN)
+        r = python(tmp_path, script)
     else:
-        r = tclsh(tmp_path, "package require tclamp\npy exec {\n%s}\n" % C_THREAD_CALLING_AGAIN)
+        r = tclsh(tmp_path, "package require tclamp\npy exec {\n%s}\n" % script)
     assert_clean(r)
     assert r.stdout == "['420', '421', '422', '423', '424'] 10 0\n", r.report
 
@@ -415,10 +424,8 @@ def test_a_finalizer_that_uses_tcl_as_a_c_threads_state_ends_refuses_no_later_ca
     state of a C thread's first call, which made no interpreter, is
     cleared makes one (it stays: docs/hosts.md) and a guard in a dict that
     nothing frees; the thread's next call, in a new state, still works."""
-    r = python(tmp_path, """\
-        import ctypes, threading, tclamp
-        libc = ctypes.CDLL(None)
-        key, local, said = ctypes.c_uint(), threading.local(), []
+    r = python(tmp_path, on_a_c_thread("""\
+        local, said = threading.local(), []
         tclamp.tcl.eval('expr 1')
         class UsesTcl:
             def __del__(self): said.append(tclamp.tcl.eval('expr 1'))
@@ -431,14 +438,9 @@ def test_a_finalizer_that_uses_tcl_as_a_c_threads_state_ends_refuses_no_later_ca
                     said.append(tclamp.tcl.eval('expr 42'))
             except Exception as e:
                 said.append(repr(e))
-        again = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(call)
-        assert libc.pthread_key_create(ctypes.byref(key), again) == 0
-        start = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(call)
-        thread = ctypes.c_ulong()
-        assert libc.pthread_create(ctypes.byref(thread), None, start, None) == 0
-        libc.pthread_join(thread, None)
+    """, """\
         print(said, flush=True)
-    """)
+    """))
     assert_clean(r)
     assert r.stdout == "['1', '42']\n", r.report
 
