@@ -291,6 +291,25 @@ def test_exit_while_a_python_thread_waits_in_tcl(daemon, tmp_path):
         assert (tmp_path / "out.txt").read_text() == "global-data", r.report
 
 
+@pytest.mark.parametrize("ending", ["exit 6", "py exec {tclamp.tcl.eval('exit 6')}", ""])
+def test_a_tclsh_whose_python_made_an_interpreter_ends_with_tcls_output(ending, tmp_path):
+    """An interpreter made by Python in tclsh stacks Tcl's stdout to keep
+    Python's output in order with it; Tcl's exit flushes stdout after
+    Python has closed, and that flush wrote Python's out with no thread
+    state: the process died (SIGSEGV), its output lost."""
+    r = tclsh(tmp_path, """\
+        package require tclamp
+        py exec {
+        import tclamp
+        kept = tclamp.Interp()
+        print('python', kept.eval('expr 6*7'), end=' ')
+        }
+        puts -nonewline "tcl unflushed"
+        %s
+    """ % ending)
+    assert_clean(r, 6 if ending else 0)
+    assert r.stdout == "python 42 tcl unflushed", r.report
+
 def test_python_code_at_exit_that_calls_tcl(tmp_path):
     r = tclsh(tmp_path, """\
         package require tclamp

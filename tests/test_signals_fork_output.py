@@ -142,6 +142,43 @@ def test_fork_leaves_the_forking_threads_interpreters_to_the_child(tmp_path):
     assert_clean(r)
     assert r.stdout == "child 2 True 5 3\nparent 0 4 5\n", r.report
 
+
+def test_a_fork_childs_new_thread_gets_no_interpreter_of_a_thread_it_lacks(tmp_path):
+    """In the child, a Python thread's interpreters are no thread's: a
+    thread the child starts, which glibc gives that thread's id (its stack
+    is free), does not take them over (deleting them on its way in
+    panicked Tcl: "Tcl_AsyncDelete: cannot find async handler")."""
+    script = tmp_path / "main.py"
+    script.write_text(textwrap.dedent("""\
+        import os, threading, tclamp
+        ready, stop, held = threading.Event(), threading.Event(), []
+        def worker():
+            held.append(tclamp.Interp()); tclamp.tcl.eval('set secret 1')
+            ready.set(); stop.wait()
+        t = threading.Thread(target=worker, daemon=True)
+        t.start(); ready.wait()
+        pid = os.fork()
+        if pid == 0:
+            out = []
+            def in_child():
+                out.append(tclamp.tcl.eval('info exists secret'))
+                try:
+                    held[0].eval('expr 1')
+                except RuntimeError as e:
+                    out.append(str(e))
+            c = threading.Thread(target=in_child)
+            c.start(); c.join()
+            print('child', out, held[0].alive, flush=True)
+            os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        stop.set(); t.join()
+        print('parent', os.waitstatus_to_exitcode(status))
+    """))
+    r = run([sys.executable, str(script)], tmp_path)
+    assert_clean(r)
+    assert r.stdout == ("child ['0', 'a Tcl interpreter can only be used from the thread that "
+                        "created it'] True\nparent 0\n"), r.report
+
 @needs_tkinters_tcl
 def test_tkinter_marshals_py_calls_from_a_python_thread(tmp_path):
     """tkinter runs a Python thread's Tcl calls on the main thread, inside

@@ -83,6 +83,7 @@ Interp = _bridge.Interp
 
 _bridge.configure(TclError, describe_error, SHUTDOWN_STEPS)
 atexit.register(_bridge.at_python_exit)
+os.register_at_fork(after_in_child=_bridge.after_fork_in_child)
 
 
 def _attach(interp):

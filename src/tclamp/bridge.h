@@ -445,6 +445,7 @@ void wrap_exit(Tcl_Interp *interp);
 void delete_thread_interps(void);
 int shutdown_step(int i);
 PyObject *bridge_at_python_exit(PyObject *module, PyObject *unused);
+PyObject *bridge_after_fork_in_child(PyObject *module, PyObject *unused);
 void wait_if_python_finalizing(void);
 int ThreadGuard_ready(void);
 void release_in_flight(ThreadBridge *t);

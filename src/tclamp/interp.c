@@ -917,9 +917,11 @@ static int
 ordered_output(ClientData cd, const char *buf, int toWrite, int *errorCodePtr)
 {
     OrderedStdout *o = cd;
-    if (PyGILState_Check()) {
+    /* Once Python is closed (Tcl's exit flushes after), it has written its
+       last out, and a check of the GIL says yes to every thread. */
+    if (python_usable() && PyGILState_Check()) {
         flush_python_stdout();
-    } else {
+    } else if (python_usable()) {
         Entry e;
         if (enter(&e, NULL, NULL) == 0) {
             flush_python_stdout();
@@ -1118,6 +1120,8 @@ static PyMethodDef bridge_methods[] = {
      "thread_ended() -> bool: this thread is ending, and Interp() refuses"},
     {"at_python_exit", bridge_at_python_exit, METH_NOARGS,
      "delete this thread's Python-made interpreters and flush Tcl's output (atexit)"},
+    {"after_fork_in_child", bridge_after_fork_in_child, METH_NOARGS,
+     "in a fork's child: the interpreters of the threads it lacks are no thread's"},
     {NULL}
 };
 

@@ -33,7 +33,9 @@
  *
  * Threads: a Tcl thread's own Python state goes with the thread
  * (thread_exit_handler); a Python thread that made interpreters gives
- * Tcl's per-thread data back as it ends (ThreadGuard).
+ * Tcl's per-thread data back as it ends (ThreadGuard); a fork's child
+ * disowns the interpreters of the threads it lacks
+ * (bridge_after_fork_in_child).
  */
 #include "bridge.h"
 #include <dlfcn.h>
@@ -320,19 +322,38 @@ is_python_owned(const InterpState *s)
    no more.  (A C thread that calls Python again gets a new state, which
    may.)  (GIL held.) */
 static void
+disown(InterpState *s)
+{
+    s->thread = NULL;
+    if (s->delete_requested) {
+        s->delete_requested = 0;
+        atomic_fetch_sub(&deletions_pending, 1);
+    }
+}
+
+static void
 retire_thread_states(void)
 {
     here.ended = PyThreadState_GetID(PyThreadState_Get());
     Tcl_ThreadId me = Tcl_GetCurrentThread();
-    for (InterpState *s = all_states; s != NULL; s = s->next) {
-        if (s->thread != me)
-            continue;
-        s->thread = NULL;
-        if (s->delete_requested) {
-            s->delete_requested = 0;
-            atomic_fetch_sub(&deletions_pending, 1);
-        }
-    }
+    for (InterpState *s = all_states; s != NULL; s = s->next)
+        if (s->thread == me)
+            disown(s);
+}
+
+/* A fork's child (os.register_at_fork): its only thread is the one that
+   forked, and the other threads' interpreters are no thread's, as at their
+   end; a thread the child starts may get one's thread id. */
+PyObject *
+bridge_after_fork_in_child(PyObject *module, PyObject *unused)
+{
+    if (all_states == NULL)
+        Py_RETURN_NONE;         /* no interpreter; Tcl may not be loaded */
+    Tcl_ThreadId me = Tcl_GetCurrentThread();
+    for (InterpState *s = all_states; s != NULL; s = s->next)
+        if (s->thread != me && s->thread != NULL)
+            disown(s);
+    Py_RETURN_NONE;
 }
 
 /* Deletes the interpreters Python made on this thread (it is ending). */
