@@ -310,6 +310,39 @@ def test_a_tclsh_whose_python_made_an_interpreter_ends_with_tcls_output(ending, 
     assert_clean(r, 6 if ending else 0)
     assert r.stdout == "python 42 tcl unflushed", r.report
 
+@pytest.mark.parametrize("printer", [
+    "py exec {import atexit; atexit.register(lambda: print('X', end=''))}",
+    "py exec {class Printer:\n    def __del__(self): print('X', end='')}\nset h [py call Printer]",
+])
+def test_what_python_prints_at_exit_comes_after_what_tcl_wrote_before(printer, tmp_path):
+    """An atexit handler's or a released handle's print, at `exit`, comes
+    after the text Tcl wrote before it and still held in its buffer."""
+    r = tclsh(tmp_path, """\
+        package require tclamp
+        %s
+        puts -nonewline A
+        exit 3
+    """ % printer)
+    assert_clean(r, 3)
+    assert r.stdout == "AX", r.report
+
+
+def test_a_tcl_exit_from_an_atexit_handler_runs_the_handlers_once(tmp_path):
+    """Python's end runs its atexit handlers; a Tcl `exit` in one of them
+    ends the process with its code, and runs none of them again."""
+    r = python(tmp_path, """\
+        import atexit, tclamp
+        runs = []
+        def handler():
+            runs.append(1)
+            print('X%d' % len(runs), end='')
+            tclamp.tcl.eval('puts -nonewline Y; exit 7')
+        atexit.register(handler)
+        tclamp.tcl.eval('puts -nonewline A')
+    """)
+    assert_clean(r, 7)
+    assert r.stdout == "AX1Y", r.report
+
 def test_python_code_at_exit_that_calls_tcl(tmp_path):
     r = tclsh(tmp_path, """\
         package require tclamp

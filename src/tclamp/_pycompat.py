@@ -34,6 +34,8 @@ def _lookup(owner, owner_name, name, purpose):
 
 # atexit's own run of the handlers, once (all supported versions).
 run_exitfuncs = _lookup(atexit, "atexit", "_run_exitfuncs", "to run atexit handlers at exit")
+# Set as Python's own end begins, before its atexit handlers run.
+_lookup(threading, "threading", "_SHUTTING_DOWN", "to know that Python's end runs atexit")
 
 _ENDING = "to mark a thread ended that thread::exit stopped"
 

@@ -510,6 +510,7 @@ close_python(int may_finalize)
         PyGILState_Ensure();
     }
     closing = 1;
+    flush_tcl_stdout();         /* what Tcl wrote comes before what they print */
     /* Python's own order: atexit handlers (other threads still run, and
        may still call Python), then the objects go, and nobody enters. */
     shutdown_step(STEP_RUN_ATEXIT);

@@ -8,8 +8,12 @@ from . import _pycompat
 
 
 def run_atexit():
-    """Python's atexit handlers, as its own end runs them (once)."""
-    _pycompat.run_exitfuncs()
+    """Python's atexit handlers, as its own end runs them (once).  Not when
+    that end is under way on Python's main thread (threading's shutdown
+    comes first): it runs them, and a Tcl `exit` from one of them would run
+    them all again."""
+    if not (threading._SHUTTING_DOWN and threading.current_thread() is threading.main_thread()):
+        _pycompat.run_exitfuncs()
 
 
 def flush_files():
