@@ -343,6 +343,41 @@ def test_a_tcl_exit_from_an_atexit_handler_runs_the_handlers_once(tmp_path):
     assert_clean(r, 7)
     assert r.stdout == "AX1Y", r.report
 
+
+def test_a_tcl_exit_from_a_thread_that_an_atexit_handler_joins_runs_the_handlers_once(tmp_path):
+    """Once Python's end runs the atexit handlers, another thread's `exit`
+    runs none of them again (which ran the joining handler again, and it
+    waited for itself)."""
+    r = python(tmp_path, """\
+        import atexit, threading, tclamp
+        def handler():
+            print('H', end='')
+            exits = threading.Thread(target=tclamp.tcl.eval, args=['puts -nonewline T; exit 4'])
+            exits.start()
+            exits.join()
+        atexit.register(handler)
+        tclamp.tcl.eval('puts -nonewline A')
+    """)
+    assert_clean(r, 4)
+    assert r.stdout == "AHT", r.report
+
+
+def test_a_tcl_exit_from_a_thread_that_pythons_end_waits_for_runs_the_handlers(tmp_path):
+    """Python's end waits for its threads before it runs the atexit
+    handlers: a thread's `exit` then runs them, once."""
+    r = python(tmp_path, """\
+        import atexit, threading, time, tclamp
+        atexit.register(lambda: print('R', end=''))
+        def exits_once_python_ends():
+            while threading.main_thread().is_alive():
+                time.sleep(0.01)
+            tclamp.tcl.eval('puts -nonewline T; exit 5')
+        threading.Thread(target=exits_once_python_ends).start()
+        tclamp.tcl.eval('puts -nonewline A')
+    """)
+    assert_clean(r, 5)
+    assert r.stdout == "ATR", r.report
+
 def test_python_code_at_exit_that_calls_tcl(tmp_path):
     r = tclsh(tmp_path, """\
         package require tclamp

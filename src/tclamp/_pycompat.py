@@ -34,8 +34,22 @@ def _lookup(owner, owner_name, name, purpose):
 
 # atexit's own run of the handlers, once (all supported versions).
 run_exitfuncs = _lookup(atexit, "atexit", "_run_exitfuncs", "to run atexit handlers at exit")
-# Set as Python's own end begins, before its atexit handlers run.
-_lookup(threading, "threading", "_SHUTTING_DOWN", "to know that Python's end runs atexit")
+# Python's end calls threading._shutdown, then runs the atexit handlers
+# (all supported versions).
+_lookup(threading, "threading", "_shutdown", "to know when Python's end runs atexit")
+
+
+def after_threading_shutdown(mark):
+    """Makes Python's end call `mark()` once threading's shutdown is over
+    (it may raise): its atexit handlers run next."""
+    shutdown = threading._shutdown
+
+    def shutdown_then_mark():
+        try:
+            return shutdown()
+        finally:
+            mark()
+    threading._shutdown = shutdown_then_mark
 
 _ENDING = "to mark a thread ended that thread::exit stopped"
 

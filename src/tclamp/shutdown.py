@@ -8,12 +8,22 @@ from . import _pycompat
 
 
 def run_atexit():
-    """Python's atexit handlers, as its own end runs them (once).  Not when
-    that end is under way on Python's main thread (threading's shutdown
-    comes first): it runs them, and a Tcl `exit` from one of them would run
-    them all again."""
-    if not (threading._SHUTTING_DOWN and threading.current_thread() is threading.main_thread()):
+    """Python's atexit handlers, as its own end runs them (once).  Not once
+    that end has begun to run them: a Tcl `exit` from one of them, or from
+    another thread meanwhile, would run them all again."""
+    if not _atexit_begun:
         _pycompat.run_exitfuncs()
+
+
+_atexit_begun = False
+
+
+def _mark_atexit_begun():
+    global _atexit_begun
+    _atexit_begun = True
+
+
+_pycompat.after_threading_shutdown(_mark_atexit_begun)
 
 
 def flush_files():
