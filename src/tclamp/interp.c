@@ -919,11 +919,11 @@ ordered_output(ClientData cd, const char *buf, int toWrite, int *errorCodePtr)
     OrderedStdout *o = cd;
     /* Once Python is closed (Tcl's exit flushes after), it has written its
        last out, and a check of the GIL says yes to every thread. */
-    if (python_usable() && PyGILState_Check()) {
-        flush_python_stdout();
-    } else if (python_usable()) {
+    if (python_usable()) {
         Entry e;
-        if (enter(&e, NULL, NULL) == 0) {
+        if (PyGILState_Check()) {
+            flush_python_stdout();
+        } else if (enter(&e, NULL, NULL) == 0) {
             flush_python_stdout();
             leave(&e);
         }

@@ -316,11 +316,6 @@ is_python_owned(const InterpState *s)
     return s->python_owned;
 }
 
-/* What this thread's end leaves of its interpreters (one that runs, or
-   one Tcl made) is no thread's: no other may use or delete it, not even a
-   new one that gets the same thread id; and the ending thread state makes
-   no more.  (A C thread that calls Python again gets a new state, which
-   may.)  (GIL held.) */
 static void
 disown(InterpState *s)
 {
@@ -331,6 +326,11 @@ disown(InterpState *s)
     }
 }
 
+/* What this thread's end leaves of its interpreters (one that runs, or
+   one Tcl made) is no thread's: no other may use or delete it, not even a
+   new one that gets the same thread id; and the ending thread state makes
+   no more.  (A C thread that calls Python again gets a new state, which
+   may.)  (GIL held.) */
 static void
 retire_thread_states(void)
 {
