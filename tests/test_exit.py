@@ -346,14 +346,20 @@ def test_a_tcl_exit_from_an_atexit_handler_runs_the_handlers_once(tmp_path):
 
 def test_a_tcl_exit_from_a_thread_that_an_atexit_handler_joins_runs_the_handlers_once(tmp_path):
     """Once Python's end runs the atexit handlers, another thread's `exit`
-    runs none of them again (which ran the joining handler again, and it
-    waited for itself)."""
+    runs none of them again (it ran the handler again, which then joined
+    its own thread).  The thread is there before the end: Python 3.12
+    starts none at its end."""
     r = python(tmp_path, """\
         import atexit, threading, tclamp
+        told = threading.Event()
+        def exits_when_told():
+            told.wait()
+            tclamp.tcl.eval('puts -nonewline T; exit 4')
+        exits = threading.Thread(target=exits_when_told, daemon=True)
+        exits.start()
         def handler():
             print('H', end='')
-            exits = threading.Thread(target=tclamp.tcl.eval, args=['puts -nonewline T; exit 4'])
-            exits.start()
+            told.set()
             exits.join()
         atexit.register(handler)
         tclamp.tcl.eval('puts -nonewline A')
