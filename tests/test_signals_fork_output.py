@@ -111,6 +111,10 @@ def test_fork_from_python_child_exits_and_parent_goes_on(tmp_path):
 
 
 
+# Python 3.12 on warns of a fork in a process with threads.
+QUIET_FORK = ("-W", "ignore:This process:DeprecationWarning")
+
+
 def test_fork_leaves_the_forking_threads_interpreters_to_the_child(tmp_path):
     """Python's fork clears the other threads' states on the forking thread,
     in the child: a state's guard freed there (its thread made an
@@ -138,7 +142,7 @@ def test_fork_leaves_the_forking_threads_interpreters_to_the_child(tmp_path):
         stop.set(); t.join()
         print('parent', os.waitstatus_to_exitcode(status), tclamp.tcl.eval('expr 4'), kept.eval('set y'))
     """))
-    r = run([sys.executable, str(script)], tmp_path)
+    r = run([sys.executable, *QUIET_FORK, str(script)], tmp_path)
     assert_clean(r)
     assert r.stdout == "child 2 True 5 3\nparent 0 4 5\n", r.report
 
@@ -174,7 +178,7 @@ def test_a_fork_childs_new_thread_gets_no_interpreter_of_a_thread_it_lacks(tmp_p
         stop.set(); t.join()
         print('parent', os.waitstatus_to_exitcode(status))
     """))
-    r = run([sys.executable, str(script)], tmp_path)
+    r = run([sys.executable, *QUIET_FORK, str(script)], tmp_path)
     assert_clean(r)
     assert r.stdout == ("child ['0', 'a Tcl interpreter can only be used from the thread that "
                         "created it'] True\nparent 0\n"), r.report
