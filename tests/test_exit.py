@@ -310,6 +310,7 @@ def test_a_tclsh_whose_python_made_an_interpreter_ends_with_tcls_output(ending, 
     assert_clean(r, 6 if ending else 0)
     assert r.stdout == "python 42 tcl unflushed", r.report
 
+
 @pytest.mark.parametrize("printer", [
     "py exec {import atexit; atexit.register(lambda: print('X', end=''))}",
     "py exec {class Printer:\n    def __del__(self): print('X', end='')}\nset h [py call Printer]",
@@ -383,6 +384,7 @@ def test_a_tcl_exit_from_a_thread_that_pythons_end_waits_for_runs_the_handlers(t
     """)
     assert_clean(r, 5)
     assert r.stdout == "ATR", r.report
+
 
 def test_python_code_at_exit_that_calls_tcl(tmp_path):
     r = tclsh(tmp_path, """\

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import TCLSH, needs_setup, needs_tkinters_tcl
-from processes import TIME_LIMIT, assert_clean, assert_no_crash, environment, run, tclsh
+from processes import TIME_LIMIT, assert_clean, assert_no_crash, environment, python, run, tclsh
 
 
 # --- output order, signals, fork -------------------------------------------
@@ -110,7 +110,6 @@ def test_fork_from_python_child_exits_and_parent_goes_on(tmp_path):
                                      "child status 3", "parent after 42"], r.report
 
 
-
 # Python 3.12 on warns of a fork in a process with threads.
 QUIET_FORK = ("-W", "ignore:This process:DeprecationWarning")
 
@@ -120,8 +119,7 @@ def test_fork_leaves_the_forking_threads_interpreters_to_the_child(tmp_path):
     in the child: a state's guard freed there (its thread made an
     interpreter) leaves the forking thread's interpreters and Tcl data
     alone; the child's tclamp.tcl, a kept Interp and a new one work."""
-    script = tmp_path / "main.py"
-    script.write_text(textwrap.dedent("""\
+    r = python(tmp_path, """\
         import os, threading, tclamp
         kept = tclamp.Interp()
         kept.eval('set y 5')
@@ -141,8 +139,7 @@ def test_fork_leaves_the_forking_threads_interpreters_to_the_child(tmp_path):
         _, status = os.waitpid(pid, 0)
         stop.set(); t.join()
         print('parent', os.waitstatus_to_exitcode(status), tclamp.tcl.eval('expr 4'), kept.eval('set y'))
-    """))
-    r = run([sys.executable, *QUIET_FORK, str(script)], tmp_path)
+    """, options=QUIET_FORK)
     assert_clean(r)
     assert r.stdout == "child 2 True 5 3\nparent 0 4 5\n", r.report
 
@@ -152,8 +149,7 @@ def test_a_fork_childs_new_thread_gets_no_interpreter_of_a_thread_it_lacks(tmp_p
     thread the child starts, which glibc gives that thread's id (its stack
     is free), does not take them over (deleting them on its way in
     panicked Tcl: "Tcl_AsyncDelete: cannot find async handler")."""
-    script = tmp_path / "main.py"
-    script.write_text(textwrap.dedent("""\
+    r = python(tmp_path, """\
         import os, threading, tclamp
         ready, stop, held = threading.Event(), threading.Event(), []
         def worker():
@@ -177,11 +173,11 @@ def test_a_fork_childs_new_thread_gets_no_interpreter_of_a_thread_it_lacks(tmp_p
         _, status = os.waitpid(pid, 0)
         stop.set(); t.join()
         print('parent', os.waitstatus_to_exitcode(status))
-    """))
-    r = run([sys.executable, *QUIET_FORK, str(script)], tmp_path)
+    """, options=QUIET_FORK)
     assert_clean(r)
     assert r.stdout == ("child ['0', 'a Tcl interpreter can only be used from the thread that "
                         "created it'] True\nparent 0\n"), r.report
+
 
 @needs_tkinters_tcl
 def test_tkinter_marshals_py_calls_from_a_python_thread(tmp_path):
