@@ -53,6 +53,19 @@ __asm__(".symver pthread_once,pthread_once@" TCLAMP_OLD_GLIBC);
 #  define PyThreadState_GetUnchecked _PyThreadState_UncheckedGet
 #endif
 
+/* Python is clearing this thread state (PyThreadState_Clear): it sets the
+   dict to NULL before it releases it, and from 3.13 it releases the
+   threading.local data first, with the key those find this thread's data
+   by set to NULL (the key is made on a thread's first read of a local). */
+#if defined(PY_VERSION_HEX) && PY_VERSION_HEX >= 0x030D0000
+#  define THREAD_STATE_CLEARING(state) \
+    ((state)->threading_local_key == NULL || (state)->dict == NULL)
+#  define HAS_LOCALS_KEY(state) ((state)->threading_local_key != NULL)
+#else
+#  define THREAD_STATE_CLEARING(state) ((state)->dict == NULL)
+#  define HAS_LOCALS_KEY(state) 1
+#endif
+
 /* A Tcl integer of a C one.  Tcl 8.6 makes a wide one through
    Tcl_SetWideIntObj; where a long has 64 bits it makes the same value
    as a long directly. */

@@ -414,6 +414,20 @@ is_python_main_thread(void)
     return is_main;
 }
 
+/* Reading a new threading.local's data makes this thread its locals' key,
+   which THREAD_STATE_CLEARING watches (the key outlives the local). */
+static int
+make_locals_key(void)
+{
+    PyObject *threading = PyImport_ImportModule("threading");
+    PyObject *local = threading ? PyObject_CallMethod(threading, "local", NULL) : NULL;
+    PyObject *data = local ? PyObject_GetAttrString(local, "__dict__") : NULL;
+    Py_XDECREF(data);
+    Py_XDECREF(local);
+    Py_XDECREF(threading);
+    return data != NULL ? 0 : -1;
+}
+
 int
 guard_python_thread(void)
 {
@@ -429,25 +443,28 @@ guard_python_thread(void)
     ThreadGuard *guard = (ThreadGuard *)PyType_GenericAlloc(&ThreadGuardType, 0);
     if (guard == NULL)
         return -1;
-    uint64_t state = PyThreadState_GetID(PyThreadState_Get());
-    int rc = PyDict_SetItemString(dict, "tclamp.thread_guard", (PyObject *)guard);
+    PyThreadState *current = PyThreadState_Get();
+    uint64_t state = PyThreadState_GetID(current);
+    int rc = HAS_LOCALS_KEY(current) ? 0 : make_locals_key();
+    if (rc == 0)
+        rc = PyDict_SetItemString(dict, "tclamp.thread_guard", (PyObject *)guard);
     if (rc == 0)
         guard->state = here.guarded = state;    /* (else it goes, leaving the thread be) */
     Py_DECREF(guard);
     return rc;
 }
 
-/* Its end has retired its interpreters, or Python is clearing its state:
-   the dict that holds the guard is gone (Python sets it to NULL first), and
-   a finalizer run then, before the guard's turn, that made an interpreter
-   or read a threading.local would make that dict anew, and nothing would
-   free it or what it holds. */
+/* Its end has retired its interpreters, or Python is clearing its state
+   (a guarded one has a threading.local key): a finalizer run then, before
+   the guard's turn, that made an interpreter or read a threading.local
+   would make the dict or the locals' data anew, and nothing would free
+   them or what they hold. */
 int
 thread_is_ending(void)
 {
     PyThreadState *state = PyThreadState_Get();
     uint64_t id = PyThreadState_GetID(state);
-    return here.ended == id || (here.guarded == id && state->dict == NULL);
+    return here.ended == id || (here.guarded == id && THREAD_STATE_CLEARING(state));
 }
 
 int
