@@ -348,6 +348,30 @@ def test_tclamp_tcl_in_a_finalizer_run_as_a_python_thread_ends_leaves_nothing(tm
         "held {} {'attempt to call eval in deleted interpreter': 420}"], r.report
 
 
+def test_a_thread_that_makes_an_interpreter_before_it_reads_a_local_is_not_ending(tmp_path):
+    """A Python thread whose first use of tclamp makes an interpreter, before
+    the thread has read any threading.local, goes on to use tclamp.tcl and
+    locals of its own.  From Python 3.13 the bridge tells a thread's end by
+    its locals' key, which Python makes on a thread's first read of a
+    local: the guard makes it, or the thread would be taken for one that
+    ends, and tclamp.tcl refused."""
+    r = python(tmp_path, """\
+        import threading, tclamp
+        said = []
+        mine = threading.local()
+        def work():
+            said.append(tclamp.Interp().eval('expr {2*3}'))
+            said.append(tclamp.tcl.eval('expr {6*7}'))
+            mine.late = tclamp.tcl.eval('set y 5')
+            said.append(mine.late)
+        for _ in range(3):
+            t = threading.Thread(target=work); t.start(); t.join()
+        print(said, flush=True)
+    """)
+    assert_clean(r)
+    assert r.stdout == str(["6", "42", "5"] * 3) + "\n", r.report
+
+
 def test_a_c_threads_callback_that_uses_tclamp_tcl_ends_cleanly(tmp_path):
     """A thread that C made (here libc's pthread_create, through ctypes) runs
     a Python callback: Python makes it a thread state for the call and

@@ -80,7 +80,7 @@ declare -A SLICES=(
     [torch2.4]="tests/*.test tests/test_aten_path.py tests/test_aten_attack.py tests/test_examples.py tests/test_python_face.py tests/test_scope_python.py"
     [tcl9.0]="tests/test_list_conversion.py tests/test_speed_semantics.py tests/test_aten_path.py tests/test_aten_attack.py tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
     [wheel]="tools/wheel-check.sh (no pytest)"
-    [py3.14]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
+    [py3.14]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_gc_attack_children.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
     [py3.15]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
 )
 # What a stack runs on Tcl 9.0 only, besides its slice: torch 2.15's turn
