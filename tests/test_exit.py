@@ -430,6 +430,26 @@ def test_del_at_exit_that_calls_a_tclamp_command_is_told_the_process_is_exiting(
         "the process is exiting: Python takes no more calls from Tcl | TCLAMP EXITING"], r.report
 
 
+def test_a_finalizer_of_pythons_end_that_uses_tclamp_tcl_is_told_the_process_is_exiting(tmp_path):
+    """A module's object whose __del__ uses tclamp.tcl, released as Python
+    ends after the interpreters Python made were deleted: no interpreter is
+    made then (the error was an ImportError of Python's end)."""
+    r = python(tmp_path, """\
+        import tclamp
+        class Closer:
+            def __del__(self):
+                try:
+                    tclamp.tcl.eval('set x 1')
+                except RuntimeError as error:
+                    print(type(error).__name__, error, flush=True)
+        closer = Closer()
+        print(tclamp.tcl.eval('expr {6*7}'), flush=True)
+    """)
+    assert_clean(r)
+    assert r.stdout.splitlines() == [
+        "42", "RuntimeError the process is exiting: it can make no Tcl interpreter"], r.report
+
+
 def test_exit_called_by_a_del_while_exiting(tmp_path):
     """tclsh's exit runs Python's atexit handlers, then releases the
     handles' objects; a Tcl exit from a __del__ then ends the process with

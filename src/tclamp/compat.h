@@ -53,6 +53,11 @@ __asm__(".symver pthread_once,pthread_once@" TCLAMP_OLD_GLIBC);
 #  define PyThreadState_GetUnchecked _PyThreadState_UncheckedGet
 #endif
 
+/* Python's end has begun (after its atexit handlers): public from 3.13. */
+#if defined(PY_VERSION_HEX) && PY_VERSION_HEX < 0x030D0000
+#  define Py_IsFinalizing _Py_IsFinalizing
+#endif
+
 /* Python is clearing this thread state (PyThreadState_Clear): it sets the
    dict to NULL before it releases it, and from 3.13 it releases the
    threading.local data first, with the key those find this thread's data

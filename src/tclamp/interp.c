@@ -996,6 +996,12 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                         "this thread is ending: it can make no Tcl interpreter");
         return NULL;
     }
+    if (Py_IsFinalizing()) {
+        /* (a finalizer of Python's end): the interpreters have gone */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the process is exiting: it can make no Tcl interpreter");
+        return NULL;
+    }
     if (load_libtcl() < 0)
         return NULL;
     Tcl_Interp *interp = create_interp();
