@@ -348,6 +348,52 @@ def test_tclamp_tcl_in_a_finalizer_run_as_a_python_thread_ends_leaves_nothing(tm
         "held {} {'attempt to call eval in deleted interpreter': 420}"], r.report
 
 
+def test_a_finalizer_at_a_threads_end_that_reads_a_local_first_is_refused_still(tmp_path):
+    """A finalizer of the thread's threading.local data that first reads or
+    writes a local, or reprs a list (each makes the thread state's dict or
+    locals' key anew while Python clears them; CPython leaks those), then
+    uses tclamp.tcl: still refused, with the user's local set before or
+    after tclamp's first use.  It made an interpreter and leaked it (with
+    tclamp.tcl's own local) at every thread's end."""
+    r = python(tmp_path, """\
+        import collections, gc, threading, tclamp
+        said = collections.Counter()
+        other, mine = threading.local(), threading.local()
+        class Late:
+            def __init__(s, first): s.first = first
+            def __del__(s):
+                s.first()
+                try:
+                    tclamp.tcl.eval('set x 1')
+                except RuntimeError as e:
+                    said[str(e)] += 1
+        firsts = {'read': lambda: getattr(other, 'x', None),
+                  'write': lambda: setattr(other, 'y', 1),
+                  'repr': lambda: repr([1])}
+        def interps():
+            gc.collect()
+            return sum(type(o) is tclamp.Interp for o in gc.get_objects())
+        for name, first in firsts.items():
+            for local_first in (False, True):
+                def work():
+                    if local_first:
+                        mine.late = Late(first)
+                    tclamp.tcl.eval('set y 2')
+                    if not local_first:
+                        mine.late = Late(first)
+                before = interps()
+                for _ in range(40):
+                    t = threading.Thread(target=work); t.start(); t.join()
+                print(name, local_first, interps() - before, dict(said), flush=True)
+                said.clear()
+    """)
+    assert_clean(r)
+    ending = "{'this thread is ending: it can make no Tcl interpreter': 40}"
+    assert r.stdout.splitlines() == [f"{name} {local_first} 0 {ending}"
+                                     for name in ("read", "write", "repr")
+                                     for local_first in (False, True)], r.report
+
+
 def test_a_thread_that_makes_an_interpreter_before_it_reads_a_local_is_not_ending(tmp_path):
     """A Python thread whose first use of tclamp makes an interpreter, before
     the thread has read any threading.local, goes on to use tclamp.tcl and

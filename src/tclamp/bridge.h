@@ -174,7 +174,9 @@ typedef struct {
     int holding;                /* keeps the GIL while in Tcl: tohil is here */
     uint64_t ended;             /* id of the thread state whose end retired its
                                    interpreters: that state makes no new one */
-    uint64_t guarded;           /* id of the thread state whose dict holds our guard */
+    uint64_t guarded;           /* id of the thread state whose dict holds our guard, */
+    const void *guarded_dict;   /* and that dict and its locals' key, as they were */
+    const void *guarded_key;    /* then: the state's clearing drops both */
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
 } ThreadBridge;

@@ -58,17 +58,16 @@ __asm__(".symver pthread_once,pthread_once@" TCLAMP_OLD_GLIBC);
 #  define Py_IsFinalizing _Py_IsFinalizing
 #endif
 
-/* Python is clearing this thread state (PyThreadState_Clear): it sets the
-   dict to NULL before it releases it, and from 3.13 it releases the
-   threading.local data first, with the key those find this thread's data
-   by set to NULL (the key is made on a thread's first read of a local). */
+/* The key that a thread's threading.local data is found by: from Python
+   3.13 a thread state's own, made on the thread's first read of a local
+   and dropped as the state is cleared, before its dict (3.12 keeps that
+   data in the dict). */
 #if defined(PY_VERSION_HEX) && PY_VERSION_HEX >= 0x030D0000
-#  define THREAD_STATE_CLEARING(state) \
-    ((state)->threading_local_key == NULL || (state)->dict == NULL)
-#  define HAS_LOCALS_KEY(state) ((state)->threading_local_key != NULL)
+#  define LOCALS_HAVE_A_KEY 1
+#  define LOCALS_KEY(state) ((state)->threading_local_key)
 #else
-#  define THREAD_STATE_CLEARING(state) ((state)->dict == NULL)
-#  define HAS_LOCALS_KEY(state) 1
+#  define LOCALS_HAVE_A_KEY 0
+#  define LOCALS_KEY(state) ((PyObject *)NULL)
 #endif
 
 /* A Tcl integer of a C one.  Tcl 8.6 makes a wide one through

@@ -375,6 +375,7 @@ delete_thread_interps(void)
 typedef struct {
     PyObject_HEAD
     uint64_t state;             /* id of the thread state whose dict holds it */
+    PyObject *locals_key;       /* that state's, kept so no other takes its address */
 } ThreadGuard;
 
 static void
@@ -389,6 +390,7 @@ ThreadGuard_dealloc(PyObject *self)
         here.ending_normally = 0;
         here.known = 0;
     }
+    Py_CLEAR(((ThreadGuard *)self)->locals_key);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -414,8 +416,8 @@ is_python_main_thread(void)
     return is_main;
 }
 
-/* Reading a new threading.local's data makes this thread its locals' key,
-   which THREAD_STATE_CLEARING watches (the key outlives the local). */
+/* Reading a new threading.local's data makes this thread its locals' key
+   (which outlives the local), for thread_is_ending to watch. */
 static int
 make_locals_key(void)
 {
@@ -445,26 +447,33 @@ guard_python_thread(void)
         return -1;
     PyThreadState *current = PyThreadState_Get();
     uint64_t state = PyThreadState_GetID(current);
-    int rc = HAS_LOCALS_KEY(current) ? 0 : make_locals_key();
+    int rc = LOCALS_HAVE_A_KEY && LOCALS_KEY(current) == NULL ? make_locals_key() : 0;
     if (rc == 0)
         rc = PyDict_SetItemString(dict, "tclamp.thread_guard", (PyObject *)guard);
-    if (rc == 0)
-        guard->state = here.guarded = state;    /* (else it goes, leaving the thread be) */
+    if (rc == 0) {              /* (else it goes, leaving the thread be) */
+        guard->state = here.guarded = state;
+        guard->locals_key = Py_XNewRef(LOCALS_KEY(current));
+        here.guarded_dict = dict;
+        here.guarded_key = guard->locals_key;
+    }
     Py_DECREF(guard);
     return rc;
 }
 
-/* Its end has retired its interpreters, or Python is clearing its state
-   (a guarded one has a threading.local key): a finalizer run then, before
-   the guard's turn, that made an interpreter or read a threading.local
-   would make the dict or the locals' data anew, and nothing would free
-   them or what they hold. */
+/* Its end has retired its interpreters, or Python is clearing its state:
+   the dict that holds the guard, or the locals' key, is no longer the one
+   the state ran with (Python sets each to NULL as it drops it, before the
+   guard's turn, and a finalizer run then that reads a local or the dict
+   makes a new one; only the clearing does either).  An interpreter or a
+   tclamp.tcl made then would be held by what nothing frees. */
 int
 thread_is_ending(void)
 {
     PyThreadState *state = PyThreadState_Get();
     uint64_t id = PyThreadState_GetID(state);
-    return here.ended == id || (here.guarded == id && THREAD_STATE_CLEARING(state));
+    return here.ended == id
+        || (here.guarded == id && ((const void *)state->dict != here.guarded_dict
+                                   || (const void *)LOCALS_KEY(state) != here.guarded_key));
 }
 
 int
