@@ -489,6 +489,33 @@ def test_a_c_thread_that_calls_python_again_gets_an_interpreter_each_time(tmp_pa
     assert r.stdout == "['420', '421', '422', '423', '424'] 10 0\n", r.report
 
 
+def test_python_threads_that_make_an_interpreter_leave_no_memory(tmp_path):
+    """Tcl's stdout in a Python host is stacked, per thread, to keep Tcl's
+    output and Python's in order.  Tcl frees no stdout that is still
+    stacked when it gives a thread's data back: every thread that made an
+    interpreter left about 0.8 KB of the C heap behind (glibc's count of
+    bytes in use, which Python's own small objects do not reach)."""
+    r = python(tmp_path, """\
+        import ctypes, gc, threading, tclamp
+        class Counts(ctypes.Structure):
+            _fields_ = [(name, ctypes.c_size_t) for name in
+                        'arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost'.split()]
+        libc = ctypes.CDLL(None)
+        libc.mallinfo2.restype = Counts
+        def in_use(threads):
+            for _ in range(threads):
+                t = threading.Thread(target=lambda: tclamp.Interp().eval('puts -nonewline {}'))
+                t.start(); t.join()
+            gc.collect()
+            return libc.mallinfo2().uordblks
+        before = in_use(200)
+        grown = in_use(500) - before
+        print('grown per thread under 0.2 KB:', grown < 100 * 1024, grown, flush=True)
+    """)
+    assert_clean(r)
+    assert r.stdout.startswith("grown per thread under 0.2 KB: True "), r.report
+
+
 def test_a_finalizer_that_uses_tcl_as_a_c_threads_state_ends_refuses_no_later_call(tmp_path):
     """A finalizer (of a threading.local) that uses tclamp.tcl while the
     state of a C thread's first call, which made no interpreter, is

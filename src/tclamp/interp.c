@@ -968,21 +968,36 @@ static const Tcl_ChannelType ordered_stdout_type = {
     NULL, NULL, NULL, NULL, NULL
 };
 
+static _Thread_local int stdout_ordered;
+
+/* As the thread's Tcl data goes (Tcl_FinalizeThread): Tcl frees no stdout
+   that is still stacked (about 1 KB a thread), and the thread may make an
+   interpreter later (a C thread's next call), with a new stdout. */
+static void
+unorder_stdout(ClientData unused)
+{
+    stdout_ordered = 0;
+    Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT);
+    if (out != NULL && Tcl_GetChannelType(Tcl_GetTopChannel(out)) == &ordered_stdout_type)
+        Tcl_UnstackChannel(NULL, out);
+}
+
 /* Once per thread (each has its own stdout channel). */
 static void
 order_stdout_with_python(Tcl_Interp *interp)
 {
-    static _Thread_local int ordered;
     Tcl_Channel out = Tcl_GetStdChannel(TCL_STDOUT);
-    if (ordered || out == NULL)
+    if (stdout_ordered || out == NULL)
         return;
-    ordered = 1;
+    stdout_ordered = 1;
     OrderedStdout *o = (OrderedStdout *)ckalloc(sizeof(OrderedStdout));
     o->self = Tcl_StackChannel(interp, &ordered_stdout_type, o, TCL_WRITABLE, out);
     if (o->self == NULL) {      /* stdout is not writable: nothing to order */
         ckfree(o);
         Tcl_ResetResult(interp);
+        return;
     }
+    Tcl_CreateThreadExitHandler(unorder_stdout, NULL);
 }
 
 static PyObject *
