@@ -50,7 +50,7 @@
  *   Tcl callbacks (command deleted,      the interp's      enter()/leave(), or
  *     interp deleted, timers, stdout)                      already held (Python
  *                                                          called Tcl)
- *   Interp methods, module functions     any Python one    held; WITHOUT_GIL
+ *   Interp methods, module functions     any Python one    held; run_without_gil
  *                                                          around Tcl's work
  *   cycle collector (Interp_traverse,    any Python one    held; it sees and
  *     Interp_clear)                                        clears an interp

@@ -23,21 +23,150 @@
 
 static PyTypeObject InterpType;
 
-/* Runs Tcl code from Python with the GIL released (kept while holding;
-   a parked state taken back for good means holding began inside). */
-#define WITHOUT_GIL(statement) do {                 \
-        if (here.holding) {                         \
-            statement;                              \
-        } else {                                    \
-            PyThreadState *saved_ = here.parked;    \
-            here.parked = PyEval_SaveThread();      \
-            statement;                              \
-            wait_if_python_finalizing();            \
-            if (here.parked != NULL)                \
-                PyEval_RestoreThread(here.parked);  \
-            here.parked = saved_;                   \
-        }                                           \
-    } while (0)
+/* Tcl work that Python asks for: a script (objc 0, objv[0]) or a command's
+   words, evaluated with `flags`; `code` is how it ended. */
+typedef struct {
+    Tcl_Interp *interp;
+    int objc, flags, code;
+    Tcl_Obj *const *objv;
+} TclWork;
+
+static void
+do_tcl_work(TclWork *w)
+{
+    w->code = w->objc == 0 ? Tcl_EvalObjEx(w->interp, w->objv[0], w->flags)
+                           : Tcl_EvalObjv(w->interp, w->objc, w->objv, w->flags);
+}
+
+/*
+ * tkinter in the process.  Each of its Python callbacks takes the GIL back
+ * from the thread state that tkinter parked when it entered Tcl (its own
+ * per-thread slot), and Python aborts when none is parked there.  Tcl that
+ * Python runs through tclamp reaches those callbacks when it runs the
+ * thread's events (`update`, `vwait`), so where tkinter is loaded and no
+ * Tcl runs below this Python code, Tcl is entered as tkinter enters it:
+ * by the `call` of a tkinter interpreter of the thread's own
+ * (tkinter_entry.py), which parks the state in that slot, releases the
+ * GIL and runs the command below, and that command does the work.
+ */
+static _Thread_local TclWork *work_for_tkinter;
+
+static int
+run_work_for_tkinter(ClientData cd, Tcl_Interp *tkinters, int objc, Tcl_Obj *const objv[])
+{
+    TclWork *w = work_for_tkinter;
+    work_for_tkinter = NULL;
+    if (w != NULL) {
+        do_tcl_work(w);
+        wait_if_python_finalizing();
+    }
+    return TCL_OK;
+}
+
+static PyObject *tkinter_command;      /* "tclamp_run_work" */
+
+/* This thread's tkinter `call` to enter Tcl by (a new reference), or NULL
+   to enter it directly: no tkinter, Tcl runs below us already (tkinter's
+   slot then holds what it should), or tkinter runs another Tcl. */
+static PyObject *
+tkinter_entry(void)
+{
+    static PyObject *tkinter_name, *entry_here, *entry_make, *call_name;
+    if (here.depth > 0)
+        return NULL;
+    if (tkinter_name == NULL && (tkinter_name = PyUnicode_InternFromString("_tkinter")) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (PyDict_GetItemWithError(PyImport_GetModuleDict(), tkinter_name) == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (entry_here == NULL) {
+        PyObject *module = PyImport_ImportModule("tclamp.tkinter_entry");
+        entry_here = module ? PyObject_GetAttrString(module, "here") : NULL;
+        entry_make = entry_here ? PyObject_GetAttrString(module, "make") : NULL;
+        call_name = entry_make ? PyUnicode_InternFromString("call") : NULL;
+        tkinter_command = call_name ? PyUnicode_InternFromString("tclamp_run_work") : NULL;
+        Py_XDECREF(module);
+        if (tkinter_command == NULL) {
+            Py_CLEAR(call_name);
+            Py_CLEAR(entry_make);
+            Py_CLEAR(entry_here);
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    PyObject *call = PyObject_GetAttr(entry_here, call_name);
+    if (call == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();          /* the thread's first time: make its entry */
+        PyObject *made = PyObject_CallNoArgs(entry_make);
+        Py_XDECREF(made);
+        call = made ? PyObject_GetAttr(entry_here, call_name) : NULL;
+    }
+    if (call == NULL || call == Py_None) {
+        PyErr_Clear();
+        Py_XDECREF(call);
+        return NULL;
+    }
+    return call;
+}
+
+/* tkinter_entry.make: the command that the thread's tkinter interpreter
+   (its address) runs the work by, if that interpreter is of tclamp's Tcl
+   (the library that tkinter's module at `path` uses is this one). */
+static PyObject *
+bridge_serve_tkinter(PyObject *module, PyObject *args)
+{
+    unsigned long long address;
+    const char *path;
+    if (!PyArg_ParseTuple(args, "Ks:serve_tkinter", &address, &path))
+        return NULL;
+    void *tkinter = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    void *its = tkinter != NULL ? dlsym(tkinter, "Tcl_CreateObjCommand") : NULL;
+    if (tkinter != NULL)
+        dlclose(tkinter);
+    if (its == NULL || its != (void *)tclStubsPtr->tcl_CreateObjCommand)
+        Py_RETURN_FALSE;
+    Tcl_CreateObjCommand((Tcl_Interp *)(uintptr_t)address, "tclamp_run_work",
+                         run_work_for_tkinter, NULL, NULL);
+    Py_RETURN_TRUE;
+}
+
+/* Runs Tcl work for Python with the GIL released (kept while holding; a
+   parked state taken back for good means holding began inside). */
+static void
+run_without_gil(TclWork *w)
+{
+    if (here.holding) {
+        do_tcl_work(w);
+        return;
+    }
+    PyThreadState *saved = here.parked;
+    PyObject *call = tkinter_entry();
+    if (call != NULL) {
+        /* Parked in tkinter's slot, not here: our commands then take the
+           GIL back as tkinter's callbacks do, and Python code that runs
+           meanwhile finds nothing here that it does not hold. */
+        here.parked = NULL;
+        work_for_tkinter = w;
+        PyObject *done = PyObject_CallOneArg(call, tkinter_command);
+        Py_DECREF(call);
+        here.parked = saved;
+        int ran = work_for_tkinter == NULL;
+        work_for_tkinter = NULL;
+        Py_XDECREF(done);
+        PyErr_Clear();          /* the call's result, "", cannot fail */
+        if (ran)
+            return;
+    }
+    here.parked = PyEval_SaveThread();
+    do_tcl_work(w);
+    wait_if_python_finalizing();
+    if (here.parked != NULL)
+        PyEval_RestoreThread(here.parked);
+    here.parked = saved;
+}
 
 /* ------------------------------------------------------------------ */
 /* Interp methods                                                       */
@@ -224,13 +353,16 @@ eval_result(Tcl_Interp *interp, int code, int want)
     return result;
 }
 
-/* Runs Tcl on behalf of Python, the interpreter held busy so that its
+/* Runs Tcl work on behalf of Python, the interpreter held busy so that its
    deletion waits; callers Tcl_Preserve it until they have read the result. */
-#define RUN_TCL(s, statement) do {                  \
-        state_hold(s);                              \
-        WITHOUT_GIL(statement);                     \
-        flush_tcl_stdout(); /* before Python prints again */ \
-    } while (0)
+static int
+run_tcl(InterpState *s, TclWork w)
+{
+    state_hold(s);
+    run_without_gil(&w);
+    flush_tcl_stdout();         /* before Python prints again */
+    return w.code;
+}
 
 /* A cancel that reached Tcl as its evaluation ended would stop the next
    one: a command of its own takes it, and the interpreter's result and
@@ -345,8 +477,7 @@ run_global(InterpState *s, int objc, Tcl_Obj *const objv[], int want)
     Tcl_Interp *interp = s->interp;
     int code;
     Tcl_Preserve(interp);
-    RUN_TCL(s, code = objc == 0 ? Tcl_EvalObjEx(interp, objv[0], TCL_EVAL_GLOBAL)
-                                : Tcl_EvalObjv(interp, objc, objv, TCL_EVAL_GLOBAL));
+    code = run_tcl(s, (TclWork){interp, objc, TCL_EVAL_GLOBAL, 0, objv});
     PyObject *result = eval_result(interp, code, want);
     Tcl_Release(interp);
     tcl_done(s);
@@ -435,7 +566,7 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     int code;
     Tcl_IncrRefCount(obj);
     Tcl_Preserve(interp);
-    RUN_TCL(s, code = Tcl_EvalObjEx(interp, obj, 0));
+    code = run_tcl(s, (TclWork){interp, 0, 0, 0, &obj});
     Tcl_DecrRefCount(obj);
     outcome_fill(outcome, interp, code);
     Tcl_Release(interp);
@@ -1133,6 +1264,9 @@ static PyMethodDef bridge_methods[] = {
      "main_or_builtin(name, missing): what name means in __main__, then in builtins, else missing"},
     {"memo", bridge_memo, METH_VARARGS,
      "memo(enabled), memo() -> bool: whether commands remember their plans (a test switch)"},
+    {"serve_tkinter", bridge_serve_tkinter, METH_VARARGS,
+     "serve_tkinter(interpaddr, path) -> bool: a tkinter interpreter of this thread runs "
+     "tclamp's Tcl work (tkinter_entry.py), if its module at path uses tclamp's Tcl"},
     {"keep_gil", bridge_keep_gil, METH_NOARGS,
      "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
     {"current", bridge_current, METH_NOARGS,
