@@ -214,3 +214,41 @@ def test_names_are_looked_up_by_one_rule(interp):
         del __main__.tclamp_len_shadow, __main__.tclamp_none, __main__.len
     assert interp.eval("py call len abc") == "3"
     assert interp.eval("py call -kwlist {} len abc") == "3"
+
+
+# An error in a body that a command runs (py scope, torch::autocast,
+# torch::autocast_trace) is reported as Tcl's own `eval` reports one: the
+# body's errorInfo, the line in the body, the command, and the command's
+# line in the proc or file, which the proc's line then counts from.
+BODY_COMMANDS = {"py scope": "py scope", "torch::autocast": "torch::autocast -device_type cpu",
+                 "torch::autocastTrace": "torch::autocastTrace"}
+
+
+@pytest.mark.parametrize("name", BODY_COMMANDS)
+def test_an_error_in_a_body_names_its_line_as_eval_does(interp, name):
+    command = BODY_COMMANDS[name]
+    interp.eval(f"proc p {{}} {{\n    set a 1\n    {command} {{\n        set b 2\n\n"
+                 f"        error boom\n    }}\n}}")
+    interp.eval(f"proc q {{}} {{\n    set a 1\n    eval {{\n        set b 2\n\n"
+                 f"        error boom\n    }}\n}}")
+    as_eval = interp.eval("catch q m o; string map {\\n |} [dict get $o -errorinfo]")
+    info = interp.eval("catch p m o; string map {\\n |} [dict get $o -errorinfo]")
+    body = "{|        set b 2||        error boom|    }"
+    assert as_eval == ('boom|    while executing|"error boom"|    ("eval" body line 4)|'
+                       f'    invoked from within|"eval {body}"|    (procedure "q" line 3)|'
+                       '    invoked from within|"q"')
+    assert info == ('boom|    while executing|"error boom"|'
+                    f'    ("{name}" body line 4)|    invoked from within|"{command} {body}"|'
+                    '    (procedure "p" line 3)|    invoked from within|"p"')
+    assert interp.eval("list [dict get $o -errorcode] [dict get $o -errorline] "
+                       "[torch::autocast_is_enabled cpu]") == "NONE 1 0"
+
+
+def test_a_body_error_at_a_files_top_level_names_the_commands_line(interp, tmp_path):
+    script = tmp_path / "top.tcl"
+    script.write_text("set a 1\ntorch::autocast -device_type cpu {\n    set b 2\n"
+                      "    error {at line 4}\n}\n")
+    interp.call("set", "path", str(script))
+    info = interp.eval("catch {source $path} m o; dict get $o -errorinfo").split("\n")
+    assert info[3:5] == ['    ("torch::autocast" body line 3)', "    invoked from within"]
+    assert f'    (file "{script}" line 2)' in info

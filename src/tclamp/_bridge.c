@@ -1468,11 +1468,40 @@ static PyTypeObject OutcomeType = {
     .tp_getset = Outcome_getset,
 };
 
-static int
-apply_outcome(Tcl_Interp *interp, OutcomeObject *o)
+/* An error in a body that a command ran (py scope's, torch::autocast's)
+   ends the command as one in Tcl's own `eval` does: after the body's
+   errorInfo, the line in the body; Tcl adds the command, and its line in
+   the caller's script, as the error leaves it. */
+static void
+note_body_line(Tcl_Interp *interp, const char *command)
 {
+    Tcl_AppendObjToErrorInfo(interp, Tcl_ObjPrintf("\n    (\"%s\" body line %d)", command,
+                                                   Tcl_GetErrorLine(interp)));
+}
+
+/* Ends `command` as its body ended.  An error's options go without their
+   errorInfo, which is then the body's again, noted: with it, Tcl would
+   take the error as logged, and report the body's line as the caller's. */
+static int
+apply_outcome(Tcl_Interp *interp, OutcomeObject *o, Tcl_Obj *command)
+{
+    if (o->options == NULL || o->code != TCL_ERROR) {
+        Tcl_SetObjResult(interp, o->result);
+        return o->options ? Tcl_SetReturnOptions(interp, o->options) : TCL_OK;
+    }
+    Tcl_Obj *options = Tcl_DuplicateObj(o->options), *key = Tcl_NewStringObj("-errorinfo", -1);
+    Tcl_Obj *info = NULL;
+    Tcl_IncrRefCount(options);
+    Tcl_IncrRefCount(key);
+    Tcl_DictObjGet(NULL, o->options, key, &info);
+    Tcl_DictObjRemove(NULL, options, key);
+    int code = Tcl_SetReturnOptions(interp, options);
+    Tcl_SetObjResult(interp, info != NULL ? info : o->result);   /* where errorInfo starts */
+    note_body_line(interp, Tcl_GetString(command));
     Tcl_SetObjResult(interp, o->result);
-    return o->options ? Tcl_SetReturnOptions(interp, o->options) : TCL_OK;
+    Tcl_DecrRefCount(key);
+    Tcl_DecrRefCount(options);
+    return code;
 }
 
 /* An Outcome to fill, made before the script runs: once Tcl has run it,
@@ -1751,7 +1780,7 @@ call_step(PyObject *step, PyObject *script)
 
 static int
 run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
-          Tcl_Obj *constant, PyObject *script)
+          Tcl_Obj *constant, PyObject *script, Tcl_Obj *name)
 {
     PyObject *value = NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(steps);
@@ -1762,7 +1791,7 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
             return report_python_error(cmd->owner, interp);
     }
     if (value != NULL && Py_IS_TYPE(value, &OutcomeType)) {
-        int rc = apply_outcome(interp, (OutcomeObject *)value);
+        int rc = apply_outcome(interp, (OutcomeObject *)value, name);
         Py_DECREF(value);
         return rc;
     }
@@ -1791,13 +1820,13 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
    the plan anyway: a step that re-entered this command could reuse its
    slot. */
 static int
-run_memo(Command *cmd, Tcl_Interp *interp, Memo *m, PyObject *script)
+run_memo(Command *cmd, Tcl_Interp *interp, Memo *m, PyObject *script, Tcl_Obj *name)
 {
     PyObject *steps = Py_NewRef(m->steps);
     PyObject *result = m->result ? Py_NewRef(m->result) : NULL;
     Tcl_Obj *constant = m->constant;
     if (constant) Tcl_IncrRefCount(constant);
-    int rc = run_steps(cmd, interp, steps, result, constant, script);
+    int rc = run_steps(cmd, interp, steps, result, constant, script, name);
     if (constant) Tcl_DecrRefCount(constant);
     Py_XDECREF(result);
     Py_DECREF(steps);
@@ -1877,7 +1906,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         for (int i = 0; i < MEMO_SLOTS; i++) {
             Memo *m = &cmd->memo[i];
             if (m->objc != 0 && memo_matches(m, keyc, objv)) {
-                rc = run_memo(cmd, interp, m, script);
+                rc = run_memo(cmd, interp, m, script, objv[0]);
                 goto done;
             }
         }
@@ -1909,7 +1938,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
             if (constant) Tcl_IncrRefCount(constant);
             if (words_only && !any_handle && memo_usable)
                 memo_store(cmd, keyc, objv, steps, result, constant, program);
-            rc = run_steps(cmd, interp, steps, result, constant, script);
+            rc = run_steps(cmd, interp, steps, result, constant, script, objv[0]);
             if (constant) Tcl_DecrRefCount(constant);
         }
     }
@@ -2556,9 +2585,10 @@ scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]
        bytecode is kept), and ends the command as it ended. */
     int code = Tcl_EvalObjEx(interp, objv[1], 0);
     s->scopes = frame.outer;
-    if (code != TCL_OK) {
-        /* As `catch` then `return -options` would: the errorInfo is the
-           body's own, with no line for this command. */
+    if (code == TCL_ERROR) {
+        note_body_line(interp, "py scope");
+    } else if (code != TCL_OK) {
+        /* As `catch` then `return -options` would. */
         Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
         Tcl_IncrRefCount(options);
         code = Tcl_SetReturnOptions(interp, options);
