@@ -87,6 +87,31 @@ def test_a_thread_with_its_own_tkinter_interpreter(tmp_path):
     assert r.stdout == "callback on the thread\nthread ends\nend\n", r.report
 
 
+def test_threads_that_enter_tcl_through_tkinter_leave_no_memory(tmp_path):
+    """Each thread's tkinter interpreter goes at the thread's end, before Tcl
+    gives the thread's data back (else Tcl makes it anew, to delete that
+    interpreter, and keeps it: about 170 KB a thread)."""
+    r = python(tmp_path, """\
+        import ctypes, gc, threading, tkinter, tclamp
+        class Counts(ctypes.Structure):
+            _fields_ = [(name, ctypes.c_size_t) for name in
+                        'arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost'.split()]
+        libc = ctypes.CDLL(None)
+        libc.mallinfo2.restype = Counts
+        def in_use(threads):
+            for _ in range(threads):
+                t = threading.Thread(target=lambda: tclamp.tcl.eval('update'))
+                t.start(); t.join()
+            gc.collect()
+            return libc.mallinfo2().uordblks
+        before = in_use(50)
+        grown = in_use(100) - before
+        print('grown per thread under 10 KB:', grown < 1000 * 1024, grown, flush=True)
+    """)
+    assert_clean(r)
+    assert r.stdout.startswith("grown per thread under 10 KB: True "), r.report
+
+
 def test_no_tkinter_no_entry(tmp_path):
     """Without tkinter, Tcl is entered directly: nothing of tkinter's loads."""
     r = python(tmp_path, """\

@@ -172,6 +172,8 @@ typedef struct {
     int known;                  /* thread exit handler registered */
     int ending_normally;        /* the thread's own end, not thread::exit */
     int holding;                /* keeps the GIL while in Tcl: tohil is here */
+    PyObject *tkinter_call;     /* how Python enters Tcl where tkinter runs
+                                   (tkinter_entry.py): None, directly */
     uint64_t ended;             /* id of the thread state whose end retired its
                                    interpreters: that state makes no new one */
     uint64_t guarded;           /* id of the thread state whose dict holds our guard, */

@@ -50,6 +50,7 @@ do_tcl_work(TclWork *w)
  * GIL and runs the command below, and that command does the work.
  */
 static _Thread_local TclWork *work_for_tkinter;
+#define RUN_WORK "tclamp_run_work"
 
 static int
 run_work_for_tkinter(ClientData cd, Tcl_Interp *tkinters, int objc, Tcl_Obj *const objv[])
@@ -63,58 +64,44 @@ run_work_for_tkinter(ClientData cd, Tcl_Interp *tkinters, int objc, Tcl_Obj *con
     return TCL_OK;
 }
 
-static PyObject *tkinter_command;      /* "tclamp_run_work" */
-
 /* This thread's tkinter `call` to enter Tcl by (a new reference), or NULL
    to enter it directly: no tkinter, Tcl runs below us already (tkinter's
    slot then holds what it should), or tkinter runs another Tcl. */
 static PyObject *
 tkinter_entry(void)
 {
-    static PyObject *tkinter_name, *entry_here, *entry_make, *call_name;
+    static PyObject *tkinter_name, *make_entry;
     if (here.depth > 0)
         return NULL;
-    if (tkinter_name == NULL && (tkinter_name = PyUnicode_InternFromString("_tkinter")) == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    if (PyDict_GetItemWithError(PyImport_GetModuleDict(), tkinter_name) == NULL) {
-        PyErr_Clear();
-        return NULL;
-    }
-    if (entry_here == NULL) {
-        PyObject *module = PyImport_ImportModule("tclamp.tkinter_entry");
-        entry_here = module ? PyObject_GetAttrString(module, "here") : NULL;
-        entry_make = entry_here ? PyObject_GetAttrString(module, "make") : NULL;
-        call_name = entry_make ? PyUnicode_InternFromString("call") : NULL;
-        tkinter_command = call_name ? PyUnicode_InternFromString("tclamp_run_work") : NULL;
-        Py_XDECREF(module);
-        if (tkinter_command == NULL) {
-            Py_CLEAR(call_name);
-            Py_CLEAR(entry_make);
-            Py_CLEAR(entry_here);
+    if (here.tkinter_call == NULL) {
+        if (tkinter_name == NULL
+                && (tkinter_name = PyUnicode_InternFromString("_tkinter")) == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (PyDict_GetItemWithError(PyImport_GetModuleDict(), tkinter_name) == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (make_entry == NULL) {
+            PyObject *module = PyImport_ImportModule("tclamp.tkinter_entry");
+            make_entry = module ? PyObject_GetAttrString(module, "make") : NULL;
+            Py_XDECREF(module);
+        }
+        /* The thread's first time: its entry, or None */
+        here.tkinter_call = make_entry ? PyObject_CallNoArgs(make_entry) : NULL;
+        if (here.tkinter_call == NULL) {
             PyErr_Clear();
             return NULL;
         }
     }
-    PyObject *call = PyObject_GetAttr(entry_here, call_name);
-    if (call == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
-        PyErr_Clear();          /* the thread's first time: make its entry */
-        PyObject *made = PyObject_CallNoArgs(entry_make);
-        Py_XDECREF(made);
-        call = made ? PyObject_GetAttr(entry_here, call_name) : NULL;
-    }
-    if (call == NULL || call == Py_None) {
-        PyErr_Clear();
-        Py_XDECREF(call);
-        return NULL;
-    }
-    return call;
+    return here.tkinter_call == Py_None ? NULL : Py_NewRef(here.tkinter_call);
 }
 
-/* tkinter_entry.make: the command that the thread's tkinter interpreter
-   (its address) runs the work by, if that interpreter is of tclamp's Tcl
-   (the library that tkinter's module at `path` uses is this one). */
+/* For tkinter_entry.make: the command that the thread's tkinter
+   interpreter (its address) runs the work by, if that interpreter is of
+   tclamp's Tcl (the library that tkinter's module at `path` uses is this
+   one). */
 static PyObject *
 bridge_serve_tkinter(PyObject *module, PyObject *args)
 {
@@ -128,7 +115,7 @@ bridge_serve_tkinter(PyObject *module, PyObject *args)
         dlclose(tkinter);
     if (its == NULL || its != (void *)tclStubsPtr->tcl_CreateObjCommand)
         Py_RETURN_FALSE;
-    Tcl_CreateObjCommand((Tcl_Interp *)(uintptr_t)address, "tclamp_run_work",
+    Tcl_CreateObjCommand((Tcl_Interp *)(uintptr_t)address, RUN_WORK,
                          run_work_for_tkinter, NULL, NULL);
     Py_RETURN_TRUE;
 }
@@ -150,7 +137,7 @@ run_without_gil(TclWork *w)
            meanwhile finds nothing here that it does not hold. */
         here.parked = NULL;
         work_for_tkinter = w;
-        PyObject *done = PyObject_CallOneArg(call, tkinter_command);
+        PyObject *done = PyObject_CallFunction(call, "s", RUN_WORK);
         Py_DECREF(call);
         here.parked = saved;
         int ran = work_for_tkinter == NULL;

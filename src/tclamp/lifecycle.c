@@ -383,6 +383,7 @@ ThreadGuard_dealloc(PyObject *self)
 {
     if (python_usable() && !tcl_finalizing
         && ((ThreadGuard *)self)->state == PyThreadState_GetID(PyThreadState_Get())) {
+        Py_CLEAR(here.tkinter_call);    /* its interpreter goes while Tcl has the thread */
         delete_thread_interps();
         retire_thread_states();
         here.ending_normally = 1;

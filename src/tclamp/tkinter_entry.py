@@ -8,26 +8,20 @@ interpreter of the thread's own, as tkinter enters it, and a command of the
 bridge's in that interpreter does the work (run_without_gil in interp.c).
 """
 import sys
-import threading
 
 from . import _bridge
 
-# The thread's entry: here.call (None where tkinter runs another Tcl), and
-# the interpreter it calls, which goes with the thread's other locals.
-here = threading.local()
-
 
 def make():
-    """Makes this thread's entry (the bridge calls it on the first need)."""
-    here.call = None
+    """This thread's entry (the bridge keeps it for the thread): the `call`
+    of a new Tcl-only tkinter interpreter, or None where tkinter's Tcl is not
+    tclamp's."""
     tkinter = sys.modules["_tkinter"]
     path = getattr(tkinter, "__file__", None)
     if path is None:
-        return                  # built into Python: its Tcl cannot be told from ours
+        return None             # built into Python: its Tcl cannot be told from ours
     try:
-        # Tcl alone (no Tk, no window); results as str
-        app = tkinter.create(None, "", "Tk", False, False, False)
+        app = tkinter.create(None, "", "Tk", False, False, False)   # no Tk, no window; str results
     except tkinter.TclError:
-        return                  # tkinter's Tcl cannot start here: it runs no callbacks either
-    if _bridge.serve_tkinter(app.interpaddr(), path):
-        here.app, here.call = app, app.call
+        return None             # tkinter's Tcl cannot start here: it runs no callbacks either
+    return app.call if _bridge.serve_tkinter(app.interpaddr(), path) else None
