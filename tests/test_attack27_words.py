@@ -210,8 +210,9 @@ WORDS = [
      (1, 'Invalid scaler state: unknown key bogus', ['TCLAMP', 'INVALID_VALUE', '-state_dict', 'scale 2 growth_factor 2 backoff_factor 0.5 growth_interval 10 bogus 0'])),
     ('torch::grad_scaler_load_state_dict $s "\\{"',
      (1, 'Invalid scaler state: expected a dict with the keys scale, growth_factor, backoff_factor, growth_interval, _growth_tracker', ['TCLAMP', 'INVALID_VALUE', '-state_dict', '{'])),
+    # Changed since: a word of several list elements is a value, not a -name word.
     ('torch::grad_scaler_load_state_dict $s {-scale 2}',
-     (1, 'Named argument -scale 2 after positional ones: give every argument as a -name value pair, or every one positionally', ['TCLAMP', 'MIXED_ARGUMENTS', '-scale 2'])),
+     (1, 'Invalid scaler state: unknown key -scale', ['TCLAMP', 'INVALID_VALUE', '-state_dict', '-scale 2'])),
     ('torch::grad_scaler_load_state_dict $s $t',
      (1, 'Invalid scaler state: expected a dict with the keys scale, growth_factor, backoff_factor, growth_interval, _growth_tracker', ['TCLAMP', 'INVALID_VALUE', '-state_dict', '<Tensor>'])),
     ('torch::grad_scaler_load_state_dict $t {scale 2}',

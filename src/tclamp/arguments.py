@@ -3,7 +3,9 @@
 A command takes its parameters either positionally, in declared order, or,
 when the first argument starts with "-", as flag/value pairs in any order
 (the last of a repeated flag wins).  The two forms do not mix: a -name
-word after a positional one is an error that names it (`MIXED_ARGUMENTS`),
+word after a positional one is an error that names it (`MIXED_ARGUMENTS`;
+a word of several list elements, such as a dict, is a value even when it
+starts with "-"),
 except for the seed's commands, whose messages are fixed (there it is a
 value like any other).  Every failure raises UsageError with the command's
 documented text before anything is changed.
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .bridge import tcl_boolean  # noqa: F401  (the converters' boolean: Tcl's own)
+from .current import tcl
 from .errors import UsageError
 
 REQUIRED = object()
@@ -147,7 +150,7 @@ class Signature:
         else:
             if not self.seed_messages:
                 for word in args:
-                    if is_flag(word):
+                    if is_named_word(word):
                         raise UsageError("MIXED_ARGUMENTS", MIXED.format(word), word)
             if len(args) > len(self.positional):
                 raise UsageError("USAGE", self.usage)
@@ -198,7 +201,7 @@ class BodySignature:
             raise UsageError("USAGE", self.options.usage)
         options = args[:-1]
         if options and not is_flag(options[0]):
-            mixed = next(filter(is_flag, options), None)
+            mixed = next(filter(is_named_word, options), None)
             if mixed is not None:
                 raise UsageError("MIXED_ARGUMENTS", MIXED.format(mixed), mixed)
             raise UsageError("USAGE", self.options.usage)
@@ -216,20 +219,37 @@ def word_of(value):
 
 
 def is_flag(word):
-    """-name starts the named form; a negative number is still a value."""
-    if not (isinstance(word, str) and word.startswith("-")):
-        return False
-    try:
-        float(word)
-    except ValueError:
-        return True
-    return False
+    """-name starts the named form; a negative number (as Tcl reads one:
+    -0x10 too) is still a value."""
+    return (isinstance(word, str) and word.startswith("-")
+            and not tcl.call("string", "is", "double", "-strict", word, result=int))
+
+
+# Tcl's list separators: a word with one is several words, so a value (a
+# dict such as {-scale 2 ...}), never one -name word.
+LIST_SPACE = frozenset(" \t\n\r\v\f")
+
+
+def is_named_word(word):
+    """A -name word after a positional one (MIXED_ARGUMENTS): a flag that
+    is one word."""
+    return is_flag(word) and LIST_SPACE.isdisjoint(word)
+
+
+def tcl_number(word, kind):
+    """`word` as Tcl reads a number of `kind` (int or float): 0x10, 0o17,
+    1e3 and " 5 " are numbers, 1_0 and non-ASCII digits are not, as in
+    `expr`.  The bridge's typed result of the word itself, so Tcl decides.
+    ValueError for any other word (a handle's object too)."""
+    if not isinstance(word, str):
+        raise ValueError(word)
+    return tcl.call("string", "cat", word, result=kind)
 
 
 def number_between(low, high):
     """A converter to a number strictly between low and high (NaN is not)."""
     def convert(word):
-        value = float(word)
+        value = tcl_number(word, float)
         if not low < value < high:
             raise ValueError(word)
         return value
@@ -237,7 +257,7 @@ def number_between(low, high):
 
 
 def positive_int(word):
-    value = int(word)
+    value = tcl_number(word, int)
     if value <= 0:
         raise ValueError(word)
     return value

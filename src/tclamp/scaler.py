@@ -8,7 +8,7 @@ import torch
 
 from . import _bridge
 from .arguments import (Command, MethodCall, Param, Plan, Signature, number_between,
-                        positive_int, tcl_boolean)
+                        positive_int, tcl_boolean, tcl_number)
 from .autocast import INVALID_DEVICE, autocast_device
 from .current import tcl
 from .errors import TclError, UsageError
@@ -46,25 +46,34 @@ MISSING_HANDLES = "Missing required parameter: {}"
 POSITIVE = number_between(0.0, float("inf"))
 # What torch can store: the scale lives in a float32 tensor, the growth
 # tracker in an int32 one, and growth_interval goes to C++ as an int64.
-# Beyond them torch fails later, or half-way through loading a state.
+# Beyond them torch fails later, or half-way through loading a state; a
+# scale below the smallest positive float32 (a subnormal) is stored as 0,
+# which scales every loss to 0 and never grows again.
 FLOAT32_MAX = torch.finfo(torch.float32).max
+FLOAT32_LEAST = 2.0 ** -149
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
 
-def at_most(convert, limit, invalid):
-    """`convert`, refusing a value above `limit` with "<invalid> must be
-    at most <limit>"."""
+def bounded(convert, invalid, least=None, most=None):
+    """`convert`, refusing a value below `least` with "<invalid> must be at
+    least <least>" and one above `most` with "... must be at most <most>"."""
     def check(word):
         value = convert(word)
-        if value > limit:
-            raise UsageError("INVALID_VALUE", f"{invalid} must be at most {limit!r}")
+        if least is not None and value < least:
+            raise UsageError("INVALID_VALUE", f"{invalid} must be at least {least!r}")
+        if most is not None and value > most:
+            raise UsageError("INVALID_VALUE", f"{invalid} must be at most {most!r}")
         return value
     return check
 
 
+def float32_scale(invalid):
+    return bounded(POSITIVE, invalid, FLOAT32_LEAST, FLOAT32_MAX)
+
+
 def scale_param(name, flags, default, invalid_start):
-    return Param(name, flags, default, convert=at_most(POSITIVE, FLOAT32_MAX, invalid_start),
+    return Param(name, flags, default, convert=float32_scale(invalid_start),
                  invalid=f"{invalid_start} must be a positive number")
 
 
@@ -84,7 +93,7 @@ def plan_new(init_scale, growth_factor, backoff_factor, growth_interval, device,
 # --- checkpoints: torch's own state_dict, as a Tcl dict of plain numbers ---
 
 def non_negative_int(word):
-    value = int(word)
+    value = tcl_number(word, int)
     if value < 0:
         raise ValueError(word)
     return value
@@ -92,15 +101,13 @@ def non_negative_int(word):
 
 # torch.amp.GradScaler.state_dict()'s keys, each with its rule.
 STATE_RULES = {
-    "scale": (at_most(POSITIVE, FLOAT32_MAX, "Invalid scaler state: scale"),
-              "a positive number"),
+    "scale": (float32_scale("Invalid scaler state: scale"), "a positive number"),
     "growth_factor": (number_between(1.0, float("inf")), "a number greater than 1"),
     "backoff_factor": (number_between(0.0, 1.0), "a number between 0 and 1"),
-    "growth_interval": (at_most(positive_int, INT64_MAX, "Invalid scaler state: growth_interval"),
-                        "a positive integer"),
-    "_growth_tracker": (at_most(non_negative_int, INT32_MAX,
-                                "Invalid scaler state: _growth_tracker"),
-                        "a non-negative integer"),
+    "growth_interval": (bounded(positive_int, "Invalid scaler state: growth_interval",
+                                most=INT64_MAX), "a positive integer"),
+    "_growth_tracker": (bounded(non_negative_int, "Invalid scaler state: _growth_tracker",
+                                most=INT32_MAX), "a non-negative integer"),
 }
 NOT_A_STATE = ("Invalid scaler state: expected a dict with the keys "
                + ", ".join(STATE_RULES))
@@ -162,7 +169,8 @@ COMMANDS = (
                              convert=number_between(0.0, 1.0),
                              invalid="Invalid backoff_factor: must be a number between 0 and 1"),
                        Param("growth_interval", flags("growth_interval", "growthInterval"), 2000,
-                             convert=at_most(positive_int, INT64_MAX, "Invalid growth_interval:"),
+                             convert=bounded(positive_int, "Invalid growth_interval:",
+                                             most=INT64_MAX),
                              invalid="Invalid growth_interval: must be a positive integer"),
                        Param("device", ("-device", "-device_type"), None, convert=autocast_device,
                              invalid=INVALID_DEVICE, named_only=True),
