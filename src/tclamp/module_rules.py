@@ -12,15 +12,15 @@ import torch
 
 from . import module_calls
 from .arguments import Command, Param, Plan, Signature
-from .autocast import DEVICES, DTYPE_NAMES, DTYPES, INVALID_DEVICE
+from .autocast import DTYPE_NAMES, DTYPES, INVALID_DEVICE, autocast_device
 from .errors import UsageError
 from .scaler import handle_of
 
 RULE_DTYPES = {**DTYPES, "none": None}
 INVALID_RULE_DTYPE = "Invalid dtype. Use float16, bfloat16, float32, or none"
 MODULE = Param("module", ("-module",), convert=handle_of("module", torch.nn.Module))
-DEVICE = Param("device_type", ("-device_type", "-device"), default="cuda", choices=DEVICES,
-               invalid=INVALID_DEVICE)
+DEVICE = Param("device_type", ("-device_type", "-device"), default="cuda",
+               convert=autocast_device, invalid=INVALID_DEVICE)
 COMPILED = ("Invalid module: a torch.compile'd module cannot have a rule;"
             " compiled code would not apply it")
 
@@ -58,7 +58,7 @@ COMMANDS = (
             plan_set),
     Command("autocast_module_rules", "autocastModuleRules",
             Signature((Param("device_type", ("-device_type", "-device"), default=None,
-                             choices=DEVICES),),
+                             convert=autocast_device),),
                       "Usage: torch::autocast_module_rules [device_type]", INVALID_DEVICE),
             plan_list),
 )

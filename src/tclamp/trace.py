@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _bridge, module_calls
 from .arguments import BodySignature, Command, Param, Plan, Signature
-from .autocast import DEVICES, DTYPE_NAMES, INVALID_DEVICE
+from .autocast import DTYPE_NAMES, INVALID_DEVICE, autocast_device
 from .errors import UsageError
 
 TCL_OK = 0
@@ -22,7 +22,7 @@ NO_TENSOR = "none"      # the dtype shown for an operator that returns no tensor
 
 USAGE = "Usage: torch::autocast_trace ?-device_type device? ?-format format? script"
 OPTIONS = Signature(
-    (Param("device_type", ("-device_type", "-device"), default=None, choices=DEVICES,
+    (Param("device_type", ("-device_type", "-device"), default=None, convert=autocast_device,
            invalid=INVALID_DEVICE),
      Param("as_table", ("-format",), default=False, choices={"dict": False, "table": True},
            invalid="Invalid format. Use dict or table")),
@@ -133,8 +133,25 @@ class OperatorTrace(TorchDispatchMode):
             raise
 
     def __exit__(self, *exc):
+        """Takes this tracer, and only it, off the thread's dispatch stack.
+        A mode the script entered and left on stays on (its own exit pops
+        the top); the stack not as the trace left it is the tracer's failure."""
         try:
-            return super().__exit__(*exc)
+            stack = [torch._C._get_dispatch_stack_at(i)
+                     for i in range(torch._C._len_torch_dispatch_stack())]
+            if stack and stack[-1] is self:
+                return super().__exit__(*exc)
+            if self not in stack:
+                raise RuntimeError("the script took the tracer off the dispatch stack")
+            above = stack[stack.index(self) + 1:]
+            for _ in above:
+                torch._C._pop_torch_dispatch_stack(None)
+            torch._C._pop_torch_dispatch_stack(None)
+            for mode in above:
+                torch._C._push_on_torch_dispatch_stack(mode)
+            raise RuntimeError("the script left a dispatch mode on ("
+                               + ", ".join(type(mode).__name__ for mode in above)
+                               + "): the trace took its own tracer off from under it")
         finally:
             module_calls.trace_end(self.outer_paths)
 
