@@ -37,11 +37,8 @@ CAMEL = {"autocast_enable": "autocastEnable", "autocast_disable": "autocastDisab
 
 
 def is_number(word):
-    try:
-        float(word)
-        return True
-    except ValueError:
-        return False
+    """A negative number is a value, not a flag: as Tcl reads numbers."""
+    return tclamp.tcl.call("string", "is", "double", "-strict", word) == "1"
 
 
 PRIMARY_FLAG = {"device": "-device_type", "dtype": "-dtype"}
