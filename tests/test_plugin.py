@@ -5,6 +5,7 @@ Each test runs pytest (or tclsh) in a scratch directory, as a user would."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -141,6 +142,26 @@ def test_output_reaches_the_terminal_with_s(tmp_path):
     r = run_pytest(tmp_path, "-s", "-q", "shapes.test::talks")
     assert outcomes(r) == {"passed": 1}
     assert "to stdout from talks\n" in r.stdout and r.stderr == "to stderr from talks\n"
+
+
+def test_a_process_left_running_does_not_hold_up_the_run(tmp_path):
+    # Its helper holds tclsh's stdout and stderr open for two minutes after
+    # tclsh ends; pytest must end with tclsh, as `tclsh FILE` does.
+    copy_cases(tmp_path, "background.test")
+    try:
+        r = run_pytest(tmp_path, "-rA", "background.test")
+        assert (tmp_path / "helper.pid").exists()
+        assert not (tmp_path / "helper.done").exists()   # the helper still runs
+        assert outcomes(r) == {"passed": 1}
+        assert section(r.stdout, "background.test: starts-helper") == (
+            "[stdout]\n"
+            "helper started\n")
+    finally:
+        if (tmp_path / "helper.pid").exists():
+            try:
+                os.kill(int((tmp_path / "helper.pid").read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def test_unmet_constraint_is_a_skip_naming_it(shapes):

@@ -154,16 +154,25 @@ class DriverRun:
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    TCLAMP_PYTHON=os.environ.get("TCLAMP_PYTHON", sys.executable))
         with tempfile.TemporaryDirectory(prefix="tclamp-tcltest-") as scratch:
-            records = Path(scratch) / "records"
-            proc = subprocess.run(
-                [os.environ.get("TCLSH", "tclsh"), str(DRIVER), mode, str(path),
-                 str(records), nonce],
-                # each name as the driver's records write it (JSON, ASCII)
-                input="".join(f"{occurrence} {json.dumps(name)[1:-1]}\n"
-                              for name, occurrence in selection),
-                capture_output=True, encoding="utf-8", errors="tclamp-tcl-output", env=env)
+            scratch = Path(scratch)
+            records = scratch / "records"
+            # each name as the driver's records write it (JSON, ASCII)
+            (scratch / "selection").write_text("".join(
+                f"{occurrence} {json.dumps(name)[1:-1]}\n" for name, occurrence in selection), encoding="ascii")
+            # Files, not pipes: a process that a case leaves running keeps
+            # tclsh's stdout and stderr open, and the run must end with tclsh
+            # (as `tclsh FILE` does), not with that process.
+            with open(scratch / "selection", "rb") as stdin, \
+                    open(scratch / "stdout", "wb") as stdout, \
+                    open(scratch / "stderr", "wb") as stderr:
+                self.returncode = subprocess.run(
+                    [os.environ.get("TCLSH", "tclsh"), str(DRIVER), mode, str(path),
+                     str(records), nonce],
+                    stdin=stdin, stdout=stdout, stderr=stderr, env=env).returncode
+            # newlines as subprocess's text mode gave them
+            output = [(scratch / name).read_text(encoding="utf-8", errors="tclamp-tcl-output")
+                      for name in ("stdout", "stderr")]
             lines = records.read_text(encoding="utf-8").splitlines() if records.exists() else []
-        self.returncode = proc.returncode
         self.collected = []      # (name, occurrence, line) in collect mode
         self.cases = {}          # (name, occurrence) -> CaseRun, in run mode
         self.deselected = []     # (name, occurrence) of cases skipped as not selected
@@ -201,8 +210,8 @@ class DriverRun:
             elif event == "end":
                 self.ended = True
         self.tcltest = "".join(tcltest)
-        stdout, self.stdout = split_output(proc.stdout, nonce)
-        stderr, self.stderr = split_output(proc.stderr, nonce)
+        stdout, self.stdout = split_output(output[0], nonce)
+        stderr, self.stderr = split_output(output[1], nonce)
         for index, case in by_index.items():
             case.stdout, case.stderr = stdout.get(index, ""), stderr.get(index, "")
 
