@@ -231,6 +231,33 @@ def test_last_failed_reruns_exactly_the_failures(tmp_path):
     assert not (tmp_path / "body-ran.txt").exists()
 
 
+TEN_CASES = """package require tcltest
+namespace import tcltest::*
+for {set i 0} {$i < 10} {incr i} {
+    test FILE-$i {} -body {
+        set f [open runs.log a]; puts $f "[pid] FILE-$i"; close $f
+    } -result {}
+}
+cleanupTests
+"""
+
+
+@pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
+def test_xdist_runs_each_case_once_and_each_file_in_one_tclsh(tmp_path, dist):
+    # Split among workers case by case, each worker's tclsh would run every
+    # case of the file.
+    for file in ("a", "b"):
+        (tmp_path / f"{file}.test").write_text(TEN_CASES.replace("FILE", file))
+    (tmp_path / "test_python.py").write_text("def test_python():\n    assert 6 * 7 == 42\n")
+    r = run_pytest(tmp_path, "-n", "2", "--dist", dist)
+    assert outcomes(r) == {"passed": 21}
+    runs = [line.split() for line in (tmp_path / "runs.log").read_text().splitlines()]
+    assert sorted(name for _, name in runs) == sorted(f"{file}-{i}" for file in "ab"
+                                                     for i in range(10))
+    assert len({pid for pid, name in runs if name.startswith("a")}) == 1
+    assert len({pid for pid, name in runs if name.startswith("b")}) == 1
+
+
 def test_error_outside_cases_after_they_ran_fails_the_file(tmp_path):
     copy_cases(tmp_path, "error_after_cases.test")
     r = run_pytest(tmp_path, "-rA", "error_after_cases.test")

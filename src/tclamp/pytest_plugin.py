@@ -8,7 +8,8 @@ tcltest::test replaced by a recorder, so no case's setup, body or cleanup
 runs.  The first selected case of a file runs all the file's selected cases
 in one tclsh; the others are skipped there through tcltest's -skip.  tclamp
 is findable there (auto_path) and Python starts from this pytest's
-interpreter (TCLAMP_PYTHON); TCLSH names another tclsh.
+interpreter (TCLAMP_PYTHON); TCLSH names another tclsh.  Under pytest-xdist
+all of a file's cases go to one worker.
 """
 import codecs
 import json
@@ -62,10 +63,39 @@ def pytest_addoption(parser):
                        "(default: *.test)")
 
 
+def takes(config, path):
+    """Whether the plugin runs the file at path (tcltest_files)."""
+    return any(path.match(pattern) for pattern in config.getini("tcltest_files"))
+
+
 def pytest_collect_file(file_path, parent):
-    if any(file_path.match(pattern) for pattern in parent.config.getini("tcltest_files")):
+    if takes(parent.config, file_path):
         return TclTestFile.from_parent(parent, path=file_path)
     return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist: all of a tcltest file's cases go to one worker, which
+    runs them in one tclsh.  A worker's tclsh runs every selected case of
+    the file, so a file shared between workers would run each case in each
+    of them.  --dist loadfile and loadscope keep a file whole already, and
+    each runs everything everywhere; load, worksteal and loadgroup become
+    loadgroup with each tcltest file one group."""
+    if config.getvalue("dist") not in ("load", "worksteal", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadGroupScheduling  # only xdist calls this hook
+
+    class TclTestFilesWhole(LoadGroupScheduling):
+        def _split_scope(self, nodeid):
+            # A node id's path is relative to rootdir; collection matched the
+            # file's absolute path.
+            file = nodeid.split("::", 1)[0]
+            if takes(config, Path(os.path.normpath(config.rootpath / file))):
+                return file
+            return super()._split_scope(nodeid)
+
+    return TclTestFilesWhole(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)
