@@ -258,6 +258,19 @@ def test_xdist_runs_each_case_once_and_each_file_in_one_tclsh(tmp_path, dist):
     assert len({pid for pid, name in runs if name.startswith("b")}) == 1
 
 
+def test_a_file_whose_cases_are_not_consecutive_runs_once(tmp_path):
+    for file in ("a", "b"):
+        (tmp_path / f"{file}.test").write_text(TEN_CASES.replace("FILE", file))
+    r = run_pytest(tmp_path, "-rA", "a.test::a-0", "b.test::b-0", "a.test::a-1")
+    assert outcomes(r) == {"passed": 3}
+    assert re.findall(r"^PASSED (\S+)$", r.stdout, re.M) == ["a.test::a-0", "b.test::b-0",
+                                                            "a.test::a-1"]
+    runs = [line.split() for line in (tmp_path / "runs.log").read_text().splitlines()]
+    # a.test's one tclsh ran both its selected cases, before b.test's ran
+    assert [name for _, name in runs] == ["a-0", "a-1", "b-0"]
+    assert runs[0][0] == runs[1][0] != runs[2][0]
+
+
 def test_error_outside_cases_after_they_ran_fails_the_file(tmp_path):
     copy_cases(tmp_path, "error_after_cases.test")
     r = run_pytest(tmp_path, "-rA", "error_after_cases.test")

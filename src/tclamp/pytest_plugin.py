@@ -336,6 +336,7 @@ class TclTestFile(pytest.File):
             raise self.CollectError(shown(f"{self.path.name}: {problem}"))
         pairs = [(name, occurrence) for name, occurrence, _ in collected.collected]
         self.collected_cases = set(pairs)
+        self.ran = {}  # (name, occurrence) -> the DriverRun that ran it
         for (name, occurrence, line), item_name in zip(collected.collected, item_names(pairs)):
             # The id given as text is parsed the way pytest parses ids it reads
             # back (--lf), which splits off a [N] suffix as parameters.
@@ -345,12 +346,18 @@ class TclTestFile(pytest.File):
     def setup(self):
         if self.run is not None:
             return
-        selected = [(item.tcl_name, item.occurrence)
-                    for item in self.session.items if item.parent is self]
+        # The file is set up again when other files' cases come between its
+        # own (node ids given as a.test::x b.test::y a.test::z): its cases
+        # that the first tclsh ran keep their results, and run no more.
+        selected = [(item.tcl_name, item.occurrence) for item in self.session.items
+                    if item.parent is self and (item.tcl_name, item.occurrence) not in self.ran]
+        if not selected:
+            return
         try:
             self.run = DriverRun("run", self.path, selected)
         except OSError as error:
             raise TclTestFailure(f"cannot start tclsh: {error}")
+        self.ran.update(dict.fromkeys(selected, self.run))
 
     def teardown(self):
         run, self.run = self.run, None
@@ -368,7 +375,7 @@ class TclTestCase(pytest.Item):
         self.seconds = 0.0
 
     def runtest(self):
-        run = self.parent.run
+        run = self.parent.ran[(self.tcl_name, self.occurrence)]
         case = run.cases.get((self.tcl_name, self.occurrence))
         if case is None:
             if run.ended:
