@@ -188,7 +188,8 @@ class DriverRun:
             records = scratch / "records"
             # each name as the driver's records write it (JSON, ASCII)
             (scratch / "selection").write_text("".join(
-                f"{occurrence} {json.dumps(name)[1:-1]}\n" for name, occurrence in selection), encoding="ascii")
+                f"{occurrence} {json.dumps(name)[1:-1]}\n" for name, occurrence in selection),
+                encoding="ascii")
             # Files, not pipes: a process that a case leaves running keeps
             # tclsh's stdout and stderr open, and the run must end with tclsh
             # (as `tclsh FILE` does), not with that process.
