@@ -252,6 +252,25 @@ def test_rc_file_error_is_shown_and_the_prompt_starts(tmp_path):
     child.close(force=True)
 
 
+@pytest.mark.parametrize("body", ["while 1 {}", "py exec {import time; time.sleep(60)}",
+                                  "vwait forever"], ids=["tcl-loop", "python", "vwait"])
+def test_ctrl_c_stops_the_rc_file_and_the_prompt_starts(tmp_path, body):
+    (tmp_path / ".tclamprc").write_text(f"set before 1\n{body}\nset after 1\n")
+    env = python_buffered_env(HOME=str(tmp_path), TERM="dumb")
+    child = pexpect.spawn(sys.executable, ["-m", "tclamp"], env=env, cwd=str(tmp_path),
+                          encoding="utf-8", timeout=60, dimensions=(24, 200))
+    child.expect_exact("exit or Ctrl-D to leave")
+    time.sleep(1)
+    child.sendintr()
+    child.expect_exact("% ")
+    assert child.before.replace("\r\n", "\n").strip() == "^Cinterrupted"
+    assert run(child, "list [info exists before] [info exists after]") == "1 0"
+    child.sendline("exit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
 def test_script_mode(tmp_path):
     script = tmp_path / "s.tcl"
     script.write_text("puts [torch::autocast_enable cpu]\nputs $argv\nexit 5\n")

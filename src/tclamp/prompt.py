@@ -201,11 +201,16 @@ def banner(interp):
 
 def source(evaluator, path):
     """Sources a file; an error prints errorInfo as tclsh prints it (the
-    frame of the `source` command itself left out).  True if it ran."""
+    frame of the `source` command itself left out), Ctrl-C `interrupted`.
+    True if it ran."""
     command = evaluator.interp.call("list", "source", path)
     try:
         evaluator.run(command)
         return True
+    except KeyboardInterrupt:
+        evaluator.interrupted = True    # also when Ctrl-C came as the file ended
+        print("interrupted", file=sys.stderr)
+        return False
     except TclError as error:
         if evaluator.interrupted:
             print("interrupted", file=sys.stderr)
@@ -329,11 +334,7 @@ def run_script(interp, script, args):
     interp.call("set", "argv0", script)
     interp.call("set", "argv", args)
     interp.call("set", "argc", len(args))
-    try:
-        ran = source(evaluator, script)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 128 + signal.SIGINT
+    ran = source(evaluator, script)
     if evaluator.exit_code is not None:
         return evaluator.exit_code
     if evaluator.interrupted:
