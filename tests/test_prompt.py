@@ -280,6 +280,19 @@ def test_script_mode(tmp_path):
     assert r.returncode == 5
 
 
+@pytest.mark.parametrize("args", [["--", "x"], ["--"], ["--", "--", "x"],
+                                  ["a", "--traceback", "--", "-b"]],
+                         ids=["dashes-x", "dashes", "two-dashes", "options"])
+def test_every_word_after_the_script_is_its_argument(tmp_path, args):
+    (tmp_path / "args.tcl").write_text('puts "$argc <$argv>"\n')
+    by_tclsh = subprocess.run([TCLSH, "args.tcl", *args], capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp", "args.tcl", *args],
+                               capture_output=True, text=True, cwd=tmp_path)
+    assert (by_tclamp.stdout, by_tclamp.returncode) == (by_tclsh.stdout, 0) == \
+        (f"{len(args)} <{' '.join(args)}>\n", 0)
+
+
 SCRIPTS = {
     "error": 'puts before\nproc f {x} {\n    nosuch $x\n}\nf 1\nputs after\n',
     "caught_exit": "puts [catch {exit 3}]\nputs after\n",

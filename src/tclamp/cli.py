@@ -54,6 +54,18 @@ def install_tcl(directory):
     return 0
 
 
+def split_at_script(argv):
+    """tclamp's own words (its options, then the script's name) and the
+    script's arguments: every word after the name, `--` too, as tclsh passes
+    them (argparse would take a `--` there as its own)."""
+    for index, word in enumerate(argv):
+        if word == "--":
+            return argv[:index + 2], argv[index + 2:]
+        if word == "-" or not word.startswith("-"):
+            return argv[:index + 1], argv[index + 1:]
+    return argv, []
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["install-tcl"]:
@@ -75,9 +87,10 @@ def main(argv=None):
     parser.add_argument("--traceback", action="store_true",
                         help="at the prompt, print Tcl's errorInfo (with any Python "
                              "traceback) on errors")
-    parser.add_argument("script", nargs="?", help="a Tcl script to run instead of the prompt")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments ($argv)")
-    options = parser.parse_args(argv)
+    parser.add_argument("script", nargs="?", help="a Tcl script to run instead of the "
+                                                  "prompt; the words after it are its $argv")
+    words, script_args = split_at_script(argv)
+    options = parser.parse_args(words)
     if options.tcl_dir:
         print(tcl_dir())
         return 0
@@ -87,4 +100,4 @@ def main(argv=None):
     prompt.name_executable(prompt.runner())
     if options.script is None:
         return prompt.interact(interp, options.traceback)
-    return prompt.run_script(interp, options.script, options.args)
+    return prompt.run_script(interp, options.script, script_args)
