@@ -298,6 +298,8 @@ SCRIPTS = {
     "caught_exit": "puts [catch {exit 3}]\nputs after\n",
     "exit_code": "exit 0x10\n",
     "bad_exit": "exit foo\n",
+    "too_large_exit": "exit 4294967296\n",
+    "largest_exit": "exit 4294967295\n",
     "falls_off": "puts done\n",
 }
 
@@ -359,6 +361,22 @@ def test_piped_stdin_is_read_as_tclsh_reads_it(tmp_path):
     r = subprocess.run([sys.executable, "-m", "tclamp"], input="puts a\nnosuch\n",
                        capture_output=True, text=True, cwd=tmp_path)
     assert (r.stdout, r.returncode) == ("a\n", 0)
+
+
+def test_piped_exit_reads_a_large_code_as_tclsh_does(tmp_path):
+    """8.6's exit takes an int: a larger code is an error, and the next
+    command runs; 9's takes the low bits of any integer."""
+    piped = "exit 99999999999\nputs {still running}\nexit 4294967295\n"
+    by_tclsh = subprocess.run([TCLSH], input=piped, capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp"], input=piped,
+                               capture_output=True, text=True, cwd=tmp_path)
+    tcl9 = subprocess.run([TCLSH], input="puts [package vsatisfies [info tclversion] 9]",
+                          capture_output=True, text=True).stdout == "1\n"
+    assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
+        (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == \
+        (("", "", 255) if tcl9 else
+         ("still running\n", "integer value too large to represent\n", 255))
 
 
 @pytest.mark.parametrize("program", [[TCLSH], [sys.executable, "-m", "tclamp"]],

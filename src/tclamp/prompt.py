@@ -30,9 +30,14 @@ from .errors import TclError, describe_error
 HISTORY = os.path.expanduser("~/.tclamp_history")
 RC_FILE = os.path.expanduser("~/.tclamprc")
 
-# Tcl reads the code as its own exit does, and reports a bad one alike.
+# Tcl reads the code as its own exit does, and reports a bad one alike:
+# 8.6's exit takes an int (as `string repeat` reads its count), 9's the low
+# bits of any integer (as `format %d` does).
 EXIT = """proc ::exit {{returnCode 0}} {
     try {
+        if {![package vsatisfies [info tclversion] 9]} {
+            string repeat {} $returnCode
+        }
         set code [format %d $returnCode]
     } on error {message options} {
         return -code error -errorcode [dict get $options -errorcode] $message
