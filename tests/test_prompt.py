@@ -503,6 +503,34 @@ def test_py_interact_at_the_prompt_returns_at_end_of_file(prompt):
     assert run(prompt, "py eval {answer.item()}") == "42"
 
 
+def test_ctrl_c_under_py_interact_is_python_s(prompt):
+    """As at Python's own prompt, Ctrl-C drops the line typed or stops the
+    code running; Tcl stays usable from Python, and the Tcl command that
+    opened the prompt goes on at end of file."""
+    prompt.sendline("py interact; puts {after interact}")
+    prompt.expect_exact(">>> ")
+    prompt.send("half typed")
+    prompt.expect_exact("half typed")
+    prompt.sendintr()
+    prompt.expect_exact(">>> ")
+    assert prompt.before.replace("\r\n", "\n") == "\nKeyboardInterrupt\n"
+    prompt.sendline("import time, tclamp; time.sleep(60)")
+    prompt.expect_exact("time.sleep(60)\r\n")
+    time.sleep(1)
+    prompt.sendintr()
+    prompt.expect_exact(">>> ")
+    assert prompt.before.replace("\r\n", "\n") == (
+        '^CTraceback (most recent call last):\n  File "<py interact>", line 1, in <module>\n'
+        "KeyboardInterrupt\n")
+    prompt.sendline('tclamp.tcl.eval("set from_python 1")')
+    prompt.expect_exact(">>> ")
+    assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == "'1'\n"
+    prompt.sendeof()
+    prompt.expect_exact("% ")
+    assert prompt.before.replace("\r", "") == "\nafter interact\n"
+    assert run(prompt, "set from_python") == "1"
+
+
 def test_py_interact_in_a_tclsh_script_reads_stdin(tmp_path):
     script = tmp_path / "s.tcl"
     script.write_text("package require tclamp\npy exec {x = 5}\n"

@@ -25,6 +25,7 @@ import sys
 import threading
 from pathlib import Path
 
+from .bridge import py_interact
 from .errors import TclError, describe_error
 
 HISTORY = os.path.expanduser("~/.tclamp_history")
@@ -55,7 +56,8 @@ class Evaluator:
     own SIGINT handler would wait for it; a watcher thread hears the signal
     through Python's wakeup fd instead.  While Python code of the script runs,
     the handler cancels before it raises KeyboardInterrupt there, so that a
-    `catch` around that code cannot go on."""
+    `catch` around that code cannot go on.  Under `py interact` Ctrl-C is
+    Python's alone, as at its own prompt."""
 
     def __init__(self, interp):
         self.interp = interp
@@ -64,7 +66,9 @@ class Evaluator:
         self.canceled = False      # ... and Ctrl-C cancelled it
         self.interrupted = False   # the last script was stopped by Ctrl-C
         self.exit_code = None      # set by `exit`
+        self.python_prompts = 0    # `py interact`s running in the script
         interp.create_command("::tclamp::prompt::exit", self.exit)
+        interp.create_command("::py::interact", self.interact)
         interp.eval(EXIT)
         reader, self.wakeup = socket.socketpair()
         self.wakeup.setblocking(False)
@@ -76,9 +80,10 @@ class Evaluator:
         self.interp.cancel()
 
     def cancel_running(self):
-        """Cancels the running script, once; whether one was running."""
+        """Cancels the running script, once, unless Python's prompt runs in
+        it; whether one was running."""
         with self.lock:
-            if self.running and not self.canceled:
+            if self.running and not self.canceled and not self.python_prompts:
                 self.canceled = True
                 self.cancel()
             return self.running
@@ -93,6 +98,19 @@ class Evaluator:
         # itself: stop it.  After a cancelled evaluation: nothing is left.
         if self.cancel_running() or not self.canceled:
             raise KeyboardInterrupt
+
+    def interact(self, *args):
+        """py interact, where Ctrl-C is Python's own: its console takes the
+        KeyboardInterrupt, and the Tcl command that opened it goes on."""
+        with self.lock:
+            self.python_prompts += 1
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return py_interact(*args)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            with self.lock:
+                self.python_prompts -= 1
 
     def exit(self, code):
         self.exit_code = int(code)
