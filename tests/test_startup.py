@@ -70,6 +70,25 @@ def test_tclamp_python_selects_environment(tclsh):
     assert r.stdout.strip() == sys.executable
 
 
+@pytest.mark.parametrize("route", ["TCLAMP_PYTHON", "::tclamp::python"])
+def test_a_non_ascii_python_path_starts_in_a_c_locale(tclsh, tmp_path, route):
+    """In a C locale Tcl's system encoding is ISO 8859-1: the path it holds
+    (ä's two UTF-8 bytes read as two characters) goes back to the OS, and to
+    Python's config, as those bytes."""
+    venv = tmp_path / "vä x"
+    venv.symlink_to(sys.prefix)
+    python = venv / "bin" / "python"
+    script = ("package require tclamp\npy import sys\n"
+              "puts [py eval {ascii(sys.executable)}]\nputs [py eval {ascii(sys.prefix)}]\n")
+    if route == "TCLAMP_PYTHON":
+        r = tclsh(script, TCLAMP_PYTHON=str(python), LC_ALL="C")
+    else:
+        r = tclsh(f"namespace eval tclamp {{variable python {{{python}}}}}\n" + script,
+                  LC_ALL="C")
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.splitlines() == [ascii(str(python)), ascii(str(venv))]
+
+
 # What Tcl loaded of the bridge (load.tcl loads its loader first, which
 # loads no Python).
 BRIDGE_LOADED = "puts [lsearch -all -inline -index 1 [info loaded] Tclamp]\n"

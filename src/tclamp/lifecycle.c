@@ -155,7 +155,8 @@ own_path(void)
 /* Our module object is this very shared object: make `import
    tclamp._bridge` find it rather than load a second copy, and `import
    tclamp` find the Python files beside it, whatever the environment has
-   installed.  (GIL held.) */
+   installed.  Paths are the OS's bytes, in the file system's encoding.
+   (GIL held.) */
 static void
 adopt_this_copy(ModuleInit module_init)
 {
@@ -163,8 +164,9 @@ adopt_this_copy(ModuleInit module_init)
     PyObject *modules = PySys_GetObject("modules");
     PyObject *sys_path = PySys_GetObject("path");
     const char *path = own_path();
-    if (module == NULL || modules == NULL || path == NULL
-            || PyModule_AddStringConstant(module, "__file__", path) < 0
+    PyObject *file = path ? PyUnicode_DecodeFSDefault(path) : NULL;
+    if (module == NULL || modules == NULL || file == NULL
+            || PyModule_AddObjectRef(module, "__file__", file) < 0
             || PyDict_SetItemString(modules, "tclamp._bridge", module) < 0
             || PyDict_SetItemString(modules, MODULE_NAME(TCL_MAJOR_VERSION), module) < 0)
         PyErr_Print();
@@ -178,6 +180,7 @@ adopt_this_copy(ModuleInit module_init)
         Py_XDECREF(entry);
         free(dir);
     }
+    Py_XDECREF(file);
     Py_XDECREF(module);
 }
 
@@ -189,20 +192,14 @@ start_error(Tcl_Interp *interp, Tcl_Obj *message)
     return TCL_ERROR;
 }
 
-/* Called with lifecycle_lock held: one thread starts Python, any others
-   wait for it and then use it. */
+/* Starts the Python at `exe`: the OS's bytes for the path Tcl holds as
+   `name`. */
 static int
-start_python(Tcl_Interp *interp, ModuleInit module_init)
+start_python_at(Tcl_Interp *interp, ModuleInit module_init, const char *exe, const char *name)
 {
-    const char *exe = getenv("TCLAMP_PYTHON");
-    if (exe == NULL || *exe == '\0')
-        exe = Tcl_GetVar(interp, "::tclamp::python", TCL_GLOBAL_ONLY);
-    if (exe == NULL)
-        return start_error(interp, Tcl_NewStringObj(
-            "tclamp: no Python environment found: set TCLAMP_PYTHON to its python executable", -1));
     if (access(exe, X_OK) != 0)
         return start_error(interp, Tcl_ObjPrintf(
-            "tclamp: cannot start Python: \"%s\" is not an executable file", exe));
+            "tclamp: cannot start Python: \"%s\" is not an executable file", name));
     struct sigaction tcl_sigint;
     sigaction(SIGINT, NULL, &tcl_sigint);
     PyConfig config;
@@ -216,7 +213,7 @@ start_python(Tcl_Interp *interp, ModuleInit module_init)
     PyConfig_Clear(&config);
     if (PyStatus_Exception(status))
         return start_error(interp, Tcl_ObjPrintf("tclamp: cannot start Python from \"%s\": %s",
-                                                 exe, status.err_msg ? status.err_msg : "failed"));
+                                                 name, status.err_msg ? status.err_msg : "failed"));
     adopt_this_copy(module_init);
     /* Importing `signal` (torch does) installs Python's SIGINT handler even
        so; import it now and give the host its own disposition back. */
@@ -235,6 +232,26 @@ start_python(Tcl_Interp *interp, ModuleInit module_init)
     Tcl_CreateThreadExitHandler(thread_exit_handler, NULL);
     here.parked = PyEval_SaveThread();
     return TCL_OK;
+}
+
+/* Called with lifecycle_lock held: one thread starts Python, any others
+   wait for it and then use it.  The path is Tcl's text (as load.tcl
+   checked it); the OS and Python's config take it in the system encoding,
+   which is not UTF-8 in a C locale. */
+static int
+start_python(Tcl_Interp *interp, ModuleInit module_init)
+{
+    const char *name = Tcl_GetVar2(interp, "::env", "TCLAMP_PYTHON", TCL_GLOBAL_ONLY);
+    if (name == NULL || *name == '\0')
+        name = Tcl_GetVar(interp, "::tclamp::python", TCL_GLOBAL_ONLY);
+    if (name == NULL)
+        return start_error(interp, Tcl_NewStringObj(
+            "tclamp: no Python environment found: set TCLAMP_PYTHON to its python executable", -1));
+    Tcl_DString native;
+    int rc = start_python_at(interp, module_init,
+                             Tcl_UtfToExternalDString(NULL, name, -1, &native), name);
+    Tcl_DStringFree(&native);
+    return rc;
 }
 
 /* Python was started by someone else: make sure it is this copy's module. */
