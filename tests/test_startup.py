@@ -16,6 +16,7 @@ except ModuleNotFoundError:     # Python 3.10: pytest brings tomli, the same par
 
 import tclamp
 from conftest import ROOT, TCLSH
+from tclamp import pkgindex
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 # The Python this environment was made from, which has no torch
@@ -68,6 +69,31 @@ def test_tclamp_python_selects_environment(tclsh):
     r = tclsh("package require tclamp\npy import sys\nputs [py eval sys.executable]\n",
               TCLAMP_PYTHON=sys.executable)
     assert r.stdout.strip() == sys.executable
+
+
+def test_tclamp_python_keeps_its_own_path_ahead_of_the_index_environment(tclsh, tmp_path):
+    """The index's package sits in another environment's site-packages than
+    the Python TCLAMP_PYTHON picks: tclamp comes from there (the Python
+    files of the bridge Tcl loaded), and nothing else does."""
+    site = tmp_path / "index-env" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "tclamp").symlink_to(ROOT / "src" / "tclamp")
+    (site / "amp_marker.py").write_text("WHERE = 'the index environment'\n")
+    index = tmp_path / "lib" / "tclamp" / "pkgIndex.tcl"
+    index.parent.mkdir(parents=True)
+    index.write_text(pkgindex.index_text(VERSION, "a test's", site / "tclamp"))
+    r = tclsh("package require tclamp\npy import sys\nputs [py eval sys.executable]\n"
+              "puts [py eval {__import__('tclamp').__file__}]\n"
+              "puts [py eval {__import__('torch').__file__}]\n"
+              "puts [py eval {str(__import__('importlib.util').util.find_spec('amp_marker'))}]\n"
+              "puts [join [py eval sys.path] |]\n",
+              TCLAMP_PYTHON=sys.executable, TCLLIBPATH=str(tmp_path / "lib"))
+    own_path = subprocess.run([sys.executable, "-c", "import sys; print('|'.join(sys.path[1:]))"],
+                              capture_output=True, text=True, check=True, cwd=tmp_path,
+                              env={k: v for k, v in os.environ.items() if k != "TCLAMP_PYTHON"})
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.splitlines() == [sys.executable, str(site / "tclamp" / "__init__.py"),
+                                     __import__("torch").__file__, "None", own_path.stdout.strip()]
 
 
 @pytest.mark.parametrize("route", ["TCLAMP_PYTHON", "::tclamp::python"])

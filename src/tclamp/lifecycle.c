@@ -152,6 +152,16 @@ own_path(void)
     return dladdr((void *)&own_path, &info) ? info.dli_fname : NULL;
 }
 
+/* `import tclamp` finds the package beside the bridge, and nothing else
+   there: that directory on sys.path would put its environment's whole
+   site-packages ahead of the started Python's own (another environment
+   when TCLAMP_PYTHON chose the Python). */
+static const char finder_source[] =
+    "import sys, types\n"
+    "from importlib.machinery import PathFinder\n"
+    "sys.meta_path.insert(0, types.SimpleNamespace(find_spec=lambda name, path=None, target=None:\n"
+    "    PathFinder.find_spec(name, [where]) if name == 'tclamp' else None))\n";
+
 /* Our module object is this very shared object: make `import
    tclamp._bridge` find it rather than load a second copy, and `import
    tclamp` find the Python files beside it, whatever the environment has
@@ -162,7 +172,6 @@ adopt_this_copy(ModuleInit module_init)
 {
     PyObject *module = module_init();
     PyObject *modules = PySys_GetObject("modules");
-    PyObject *sys_path = PySys_GetObject("path");
     const char *path = own_path();
     PyObject *file = path ? PyUnicode_DecodeFSDefault(path) : NULL;
     if (module == NULL || modules == NULL || file == NULL
@@ -170,14 +179,19 @@ adopt_this_copy(ModuleInit module_init)
             || PyDict_SetItemString(modules, "tclamp._bridge", module) < 0
             || PyDict_SetItemString(modules, MODULE_NAME(TCL_MAJOR_VERSION), module) < 0)
         PyErr_Print();
-    if (path != NULL && sys_path != NULL) {
+    if (path != NULL) {
         char *dir = strdup(path), *slash;
         for (int up = 0; up < 2 && (slash = strrchr(dir, '/')) != NULL; up++)
             *slash = '\0';     /* .../src/tclamp/_bridge.so -> .../src */
-        PyObject *entry = PyUnicode_DecodeFSDefault(dir);
-        if (entry == NULL || PyList_Insert(sys_path, 0, entry) < 0)
+        PyObject *where = PyUnicode_DecodeFSDefault(dir);
+        PyObject *globals = where ? Py_BuildValue("{sO}", "where", where) : NULL;
+        PyObject *done = globals ? PyRun_String(finder_source, Py_file_input, globals, globals)
+                                 : NULL;
+        if (done == NULL)
             PyErr_Print();
-        Py_XDECREF(entry);
+        Py_XDECREF(done);
+        Py_XDECREF(globals);
+        Py_XDECREF(where);
         free(dir);
     }
     Py_XDECREF(file);
