@@ -131,11 +131,16 @@ class BuildWithIndex(build_py):
         spec = importlib.util.spec_from_file_location("pkgindex", ROOT / "src/tclamp/pkgindex.py")
         pkgindex = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(pkgindex)
-        # An editable install runs the package from src: the index goes there.
-        package = ROOT / "src" if getattr(self, "editable_mode", False) else Path(self.build_lib)
+        # An editable install runs the package from src: the index goes
+        # there, and names the environment being installed into (pip builds
+        # with its python), which load.tcl cannot tell from src's place.
+        # The last `pip install -e` of a checkout names its own.
+        editable = getattr(self, "editable_mode", False)
+        package = ROOT / "src" if editable else Path(self.build_lib)
         index = package / "tclamp" / "pkgIndex.tcl"
         index.write_text(pkgindex.index_text(
-            VERSION, "beside the package (tclamp --tcl-dir prints this directory)"))
+            VERSION, "beside the package (tclamp --tcl-dir prints this directory)",
+            python=sys.executable if editable else ""))
 
 
 setup(ext_modules=extensions(),

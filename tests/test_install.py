@@ -131,6 +131,43 @@ def test_pip_install_then_tcl_dir_or_install_tcl(torch_env, tmp_path):
 
 
 @needs_index
+def test_editable_install_starts_its_environment_and_install_tcl_refuses(torch_env, tmp_path):
+    """`pip install -e` of a checkout that `make setup` never ran in: the
+    index beside src/tclamp names the environment installed into, and
+    install-tcl refuses to write an index into the checkout, as for any."""
+    source = copy_of_checkout(tmp_path / "tclamp-src")
+    pip(torch_env / "bin" / "python", "install", "--no-build-isolation", "-e", str(source))
+    try:
+        tclamp_command = torch_env / "bin" / "tclamp"
+        package = source / "src" / "tclamp"
+        tcl_dir = subprocess.run([tclamp_command, "--tcl-dir"], check=True, capture_output=True,
+                                 text=True, env=users_env()).stdout
+        assert tcl_dir == f"{package}\n"
+        r = users_tclsh(REPORT, tmp_path, TCLLIBPATH=str(package))
+        assert (r.returncode, r.stderr) == (0, "")
+        version, dtype, python, bridge, init, torch_init, executable, prefix, *path = \
+            r.stdout.splitlines()
+        assert (version, dtype) == (VERSION, "bfloat16")
+        assert python == executable == f"{torch_env}/bin/python"     # pip's, which built it
+        assert prefix == str(torch_env)
+        assert bridge.startswith(f"{package}/_bridge")
+        assert (init, torch_init) == (str(package / "__init__.py"),
+                                      str(site_packages(torch_env) / "torch" / "__init__.py"))
+        assert str(site_packages(torch_env)) in path
+
+        r = subprocess.run([tclamp_command, "install-tcl", tmp_path / "lib" / "tclamp"],
+                           capture_output=True, text=True, env=users_env())
+        assert (r.returncode, r.stdout) == (1, "")
+        assert r.stderr == (
+            f"tclamp install-tcl: this tclamp runs from the checkout {source}, which a Tcl "
+            "package must not depend on: pip install the checkout (without -e) into an "
+            f"environment outside it and run its tclamp install-tcl, or use TCLLIBPATH={package}\n")
+        assert not (tmp_path / "lib").exists()
+    finally:
+        pip(torch_env / "bin" / "python", "uninstall", "-y", "tclamp")
+
+
+@needs_index
 @needs_make
 def test_make_install_tcl_and_uninstall_tcl(torch_env, tmp_path):
     source = copy_of_checkout(tmp_path / "tclamp-src")

@@ -18,17 +18,19 @@ from . import PACKAGE_DIR, __version__, pkgindex
 DEFAULT_INSTALL_DIR = "/usr/local/lib/tcltk/tclamp"
 
 def checkout():
-    """The checkout this tclamp runs from (an editable install), or None."""
+    """The checkout this tclamp runs from (an editable install, set up by
+    `make setup` or not), or None."""
     root = PACKAGE_DIR.parent.parent
-    if PACKAGE_DIR.parent.name == "src" and (root / "tcl" / "pkgIndex.tcl").is_file():
+    if PACKAGE_DIR.parent.name == "src" and (root / "setup.py").is_file():
         return root
     return None
 
 
 def tcl_dir():
-    """The directory whose pkgIndex.tcl provides this tclamp to Tcl."""
+    """The directory whose pkgIndex.tcl provides this tclamp to Tcl: a
+    checkout's tcl/ once `make setup` wrote its index there."""
     root = checkout()
-    return root / "tcl" if root else PACKAGE_DIR
+    return root / "tcl" if root and (root / "tcl" / "pkgIndex.tcl").is_file() else PACKAGE_DIR
 
 
 def install_tcl(directory):
