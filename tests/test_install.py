@@ -255,7 +255,23 @@ def test_install_tcl_takes_one_directory():
 
 
 @pytest.mark.parametrize("path", ["/opt/plain/python3", "/home/a user/venv/bin/python",
-                                  '/x/{brace/"quote"/$dollar/[bracket]/back\\slash;semi'])
+                                  '/x/{brace/"quote"/$dollar/[bracket]/back\\slash;semi',
+                                  "/x/new\nline/bin/python", "/x/back\\\nnewline"])
 def test_paths_in_the_index_are_tcl_words(path, tmp_path):
     r = run_tclsh(f"set path {pkgindex.tcl_word(path)}\nputs $path\n", tmp_path)
     assert (r.stdout, r.stderr) == (path + "\n", "")
+
+
+def test_an_index_for_paths_with_a_newline_is_valid_tcl(tmp_path):
+    """install-tcl's comment line names the package and the Python: a
+    newline there must end neither the comment nor a word."""
+    package, python = "/x/nl\nvenv/site-packages/tclamp", "/x/nl\nvenv/bin/python"
+    index = tmp_path / "pkgIndex.tcl"
+    index.write_text(pkgindex.index_text(
+        VERSION, f"the package is the Python one in {package}, and Python starts from {python}",
+        package, python))
+    r = run_tclsh(f"set dir {tmp_path}\nsource {index}\n"
+                  f"foreach word [lrange [package ifneeded tclamp {VERSION}] end-2 end] {{\n"
+                  "    puts [string map {\\n <newline>} $word]\n}\n", tmp_path)
+    assert (r.stdout, r.stderr) == ("/x/nl<newline>venv/site-packages/tclamp\n"
+                                    f"{VERSION}\n/x/nl<newline>venv/bin/python\n", "")

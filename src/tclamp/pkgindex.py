@@ -31,10 +31,11 @@ IN_CHECKOUT = "[file join [file dirname $dir] src tclamp]"
 
 
 def tcl_word(text):
-    """`text` as one Tcl word."""
+    """`text` as one Tcl word.  A newline is written as \\n: Tcl reads a
+    backslash and a newline as a space."""
     if re.fullmatch(r"[\w./+:@%,=-]+", text):
         return text
-    return re.sub(r'([\s{}\[\]$"\\;])', r"\\\1", text)
+    return re.sub(r'([\s{}\[\]$"\\;])', lambda c: "\\n" if c[1] == "\n" else "\\" + c[1], text)
 
 
 def index_text(version, about, package=BESIDE, python=""):
@@ -42,8 +43,9 @@ def index_text(version, about, package=BESIDE, python=""):
     python executable to start, or "" for load.tcl to find one)."""
     if package not in (BESIDE, IN_CHECKOUT):
         package = tcl_word(str(package))
-    return TEMPLATE % {"version": version, "about": about, "package": package,
-                       "python": tcl_word(python) if python else "{}"}
+    # A newline in `about` (a path's) would end the comment.
+    return TEMPLATE % {"version": version, "about": about.replace("\n", "\\n"),
+                       "package": package, "python": tcl_word(python) if python else "{}"}
 
 
 if __name__ == "__main__":
