@@ -47,6 +47,25 @@ def python(tmp_path, script, options=(), name="main.py", **kwargs):
     return run([sys.executable, *options, str(path)], tmp_path, **kwargs)
 
 
+# For a script's memory checks: glibc's count of the bytes malloc has
+# handed out (mallinfo2), which Python's own small objects do not reach,
+# after `count` threads that each ran `work`, one after another.
+BYTES_IN_USE = """\
+import ctypes, gc, threading
+class _Counts(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                'arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost'.split()]
+_libc = ctypes.CDLL(None)
+_libc.mallinfo2.restype = _Counts
+def bytes_in_use_after_threads(count, work):
+    for _ in range(count):
+        t = threading.Thread(target=work)
+        t.start(); t.join()
+    gc.collect()
+    return _libc.mallinfo2().uordblks
+"""
+
+
 def assert_no_crash(r):
     assert r.returncode >= 0, r.report       # not killed by a signal
     for sign in CRASH_SIGNS:

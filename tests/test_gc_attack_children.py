@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from processes import assert_clean, python, tclsh
+from processes import BYTES_IN_USE, assert_clean, python, tclsh
 from test_interp_cycles import program
 
 
@@ -495,23 +495,13 @@ def test_python_threads_that_make_an_interpreter_leave_no_memory(tmp_path):
     stacked when it gives a thread's data back: every thread that made an
     interpreter left about 0.8 KB of the C heap behind (glibc's count of
     bytes in use, which Python's own small objects do not reach)."""
-    r = python(tmp_path, """\
-        import ctypes, gc, threading, tclamp
-        class Counts(ctypes.Structure):
-            _fields_ = [(name, ctypes.c_size_t) for name in
-                        'arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost'.split()]
-        libc = ctypes.CDLL(None)
-        libc.mallinfo2.restype = Counts
-        def in_use(threads):
-            for _ in range(threads):
-                t = threading.Thread(target=lambda: tclamp.Interp().eval('puts -nonewline {}'))
-                t.start(); t.join()
-            gc.collect()
-            return libc.mallinfo2().uordblks
-        before = in_use(200)
-        grown = in_use(500) - before
+    r = python(tmp_path, BYTES_IN_USE + textwrap.dedent("""\
+        import tclamp
+        work = lambda: tclamp.Interp().eval('puts -nonewline {}')
+        before = bytes_in_use_after_threads(200, work)
+        grown = bytes_in_use_after_threads(500, work) - before
         print('grown per thread under 0.2 KB:', grown < 100 * 1024, grown, flush=True)
-    """)
+    """))
     assert_clean(r)
     assert r.stdout.startswith("grown per thread under 0.2 KB: True "), r.report
 

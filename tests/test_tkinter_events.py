@@ -7,10 +7,12 @@ the same way (src/tclamp/tkinter_entry.py), so `update` and `vwait` there
 run them.  Each script runs in a process of its own (a crash is a failed
 test, not a dead pytest).
 """
+import textwrap
+
 import pytest
 
 from conftest import needs_tkinters_tcl
-from processes import assert_clean, python
+from processes import BYTES_IN_USE, assert_clean, python
 
 pytestmark = needs_tkinters_tcl
 
@@ -91,23 +93,13 @@ def test_threads_that_enter_tcl_through_tkinter_leave_no_memory(tmp_path):
     """Each thread's tkinter interpreter goes at the thread's end, before Tcl
     gives the thread's data back (else Tcl makes it anew, to delete that
     interpreter, and keeps it: about 170 KB a thread)."""
-    r = python(tmp_path, """\
-        import ctypes, gc, threading, tkinter, tclamp
-        class Counts(ctypes.Structure):
-            _fields_ = [(name, ctypes.c_size_t) for name in
-                        'arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost'.split()]
-        libc = ctypes.CDLL(None)
-        libc.mallinfo2.restype = Counts
-        def in_use(threads):
-            for _ in range(threads):
-                t = threading.Thread(target=lambda: tclamp.tcl.eval('update'))
-                t.start(); t.join()
-            gc.collect()
-            return libc.mallinfo2().uordblks
-        before = in_use(50)
-        grown = in_use(100) - before
+    r = python(tmp_path, BYTES_IN_USE + textwrap.dedent("""\
+        import tkinter, tclamp
+        work = lambda: tclamp.tcl.eval('update')
+        before = bytes_in_use_after_threads(50, work)
+        grown = bytes_in_use_after_threads(100, work) - before
         print('grown per thread under 10 KB:', grown < 1000 * 1024, grown, flush=True)
-    """)
+    """))
     assert_clean(r)
     assert r.stdout.startswith("grown per thread under 10 KB: True "), r.report
 
