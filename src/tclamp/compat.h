@@ -31,9 +31,9 @@ typedef int Tcl_Size;
 #  define TCLAMP_LIBTCL_NAME "libtcl" TCL_VERSION ".so"
 #endif
 
-/* glibc 2.34 moved dlopen and pthread_once into libc under new versions;
-   asking for the versions every glibc has keeps the wheel manylinux_2_28
-   (and older) when it is built on a newer glibc. */
+/* glibc 2.34 moved dlopen (dlsym, dlclose...) and pthread_once into libc
+   under new versions; asking for the versions every glibc has keeps the
+   wheel manylinux_2_28 (and older) when it is built on a newer glibc. */
 #if defined(__GLIBC__) && (defined(__x86_64__) || defined(__aarch64__))
 #  if defined(__x86_64__)
 #    define TCLAMP_OLD_GLIBC "GLIBC_2.2.5"
@@ -44,6 +44,7 @@ __asm__(".symver dlopen,dlopen@" TCLAMP_OLD_GLIBC);
 __asm__(".symver dlsym,dlsym@" TCLAMP_OLD_GLIBC);
 __asm__(".symver dladdr,dladdr@" TCLAMP_OLD_GLIBC);
 __asm__(".symver dlerror,dlerror@" TCLAMP_OLD_GLIBC);
+__asm__(".symver dlclose,dlclose@" TCLAMP_OLD_GLIBC);
 __asm__(".symver pthread_once,pthread_once@" TCLAMP_OLD_GLIBC);
 #endif
 
