@@ -77,6 +77,13 @@ def site_packages(venv):
     return venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
 
 
+def refusal_of_checkout(checkout, tcl_dir):
+    """What install-tcl says when its tclamp runs from a checkout."""
+    return (f"tclamp install-tcl: this tclamp runs from the checkout {checkout}, which a Tcl "
+            "package must not depend on: pip install the checkout (without -e) into an "
+            f"environment outside it and run its tclamp install-tcl, or use TCLLIBPATH={tcl_dir}\n")
+
+
 def assert_runs_from(venv, r):
     assert (r.returncode, r.stderr) == (0, "")
     version, dtype, *paths = r.stdout.splitlines()
@@ -158,10 +165,7 @@ def test_editable_install_starts_its_environment_and_install_tcl_refuses(torch_e
         r = subprocess.run([tclamp_command, "install-tcl", tmp_path / "lib" / "tclamp"],
                            capture_output=True, text=True, env=users_env())
         assert (r.returncode, r.stdout) == (1, "")
-        assert r.stderr == (
-            f"tclamp install-tcl: this tclamp runs from the checkout {source}, which a Tcl "
-            "package must not depend on: pip install the checkout (without -e) into an "
-            f"environment outside it and run its tclamp install-tcl, or use TCLLIBPATH={package}\n")
+        assert r.stderr == refusal_of_checkout(source, package)
         assert not (tmp_path / "lib").exists()
     finally:
         pip(torch_env / "bin" / "python", "uninstall", "-y", "tclamp")
@@ -241,10 +245,7 @@ def test_install_tcl_refuses_to_point_into_a_checkout(tmp_path):
     r = subprocess.run([sys.executable, "-m", "tclamp", "install-tcl", tmp_path / "lib"],
                        capture_output=True, text=True)
     assert (r.returncode, r.stdout) == (1, "")
-    assert r.stderr == (
-        f"tclamp install-tcl: this tclamp runs from the checkout {ROOT}, which a Tcl package "
-        "must not depend on: pip install the checkout (without -e) into an environment outside "
-        f"it and run its tclamp install-tcl, or use TCLLIBPATH={ROOT / 'tcl'}\n")
+    assert r.stderr == refusal_of_checkout(ROOT, ROOT / "tcl")
     assert not (tmp_path / "lib").exists()
 
 

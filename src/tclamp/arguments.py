@@ -20,7 +20,7 @@ one word is at fault.
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .bridge import tcl_boolean  # noqa: F401  (the converters' boolean: Tcl's own)
+from .bridge import tcl_boolean, tcl_number  # noqa: F401  (the converters' words: Tcl's own)
 from .current import tcl
 from .errors import UsageError
 
@@ -234,16 +234,6 @@ def is_named_word(word):
     """A -name word after a positional one (MIXED_ARGUMENTS): a flag that
     is one word."""
     return is_flag(word) and LIST_SPACE.isdisjoint(word)
-
-
-def tcl_number(word, kind):
-    """`word` as Tcl reads a number of `kind` (int or float): 0x10, 0o17,
-    1e3 and " 5 " are numbers, 1_0 and non-ASCII digits are not, as in
-    `expr`.  The bridge's typed result of the word itself, so Tcl decides.
-    ValueError for any other word (a handle's object too)."""
-    if not isinstance(word, str):
-        raise ValueError(word)
-    return tcl.call("string", "cat", word, result=kind)
 
 
 def number_between(low, high):

@@ -268,6 +268,16 @@ def tcl_boolean(word):
         raise ValueError(f'expected boolean value but got "{word}"') from None
 
 
+def tcl_number(word, kind):
+    """`word` as Tcl reads a number of `kind` (int or float), as in `expr`:
+    0x10, 0o17, 1e3 and " 5 " are numbers, non-ASCII digits are not, 1_0 is
+    one on Tcl 9 only.  The bridge's typed result of the word itself, so
+    Tcl decides.  ValueError for any other word (a handle's object too)."""
+    if not isinstance(word, str):
+        raise ValueError(word)
+    return tcl.call("string", "cat", word, result=kind)
+
+
 def before_load(command, operation):
     """Tcl's `load` is about to run `command` (an execution trace): tohil's
     library, which calls Python without taking the GIL, gets a thread that
