@@ -6,6 +6,8 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
+from pathlib import Path
 
 import pytest
 
@@ -113,6 +115,32 @@ def test_a_non_ascii_python_path_starts_in_a_c_locale(tclsh, tmp_path, route):
                   LC_ALL="C")
     assert (r.returncode, r.stderr) == (0, "")
     assert r.stdout.splitlines() == [ascii(str(python)), ascii(str(venv))]
+
+
+def test_the_loader_opens_a_libpython_under_a_non_ascii_path_in_a_c_locale(tclsh, tmp_path):
+    """load.tcl hands the loader the libpython path that Python printed; in
+    a C locale Tcl holds it decoded as ISO 8859-1, and the OS must get the
+    original bytes back (here the path comes from glob, decoded the same way)."""
+    v = lambda name: sysconfig.get_config_var(name) or ""
+    name = v("INSTSONAME") or v("LDLIBRARY")
+    # Where load.tcl's probe looks; a tclsh starts Python only from a shared one.
+    libpython = next(Path(d, name) for d in (v("LIBDIR"), Path(v("LIBDIR"), v("MULTIARCH")),
+                                             v("LIBPL"), Path(sys.base_prefix, "lib"))
+                     if d and Path(d, name).is_file())
+    place = tmp_path / "lib" / "pä x"
+    place.mkdir(parents=True)
+    (place / libpython.name).symlink_to(libpython)
+    script = f"""
+set dir {{{Path(tclamp.__file__).parent}}}
+set major [expr {{[package vsatisfies [package provide Tcl] 9.0-] ? 9 : 8}}]
+load [lindex [glob -directory $dir _loader$major*[info sharedlibextension]] 0] Tclampload
+set libpython [lindex [glob -directory {{{tmp_path / "lib"}}} */*] 0]
+puts [catch {{::tclamp::load_python $libpython}} said]
+puts [list $said [::tclamp::python_loaded]]
+"""
+    r = tclsh(script, LC_ALL="C")
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.splitlines() == ["0", f"{{}} {sys.version_info[0]}.{sys.version_info[1]}"]
 
 
 # What Tcl loaded of the bridge (load.tcl loads its loader first, which

@@ -281,16 +281,24 @@ check_same_bridge(Tcl_Interp *interp, ModuleInit module_init)
         return TCL_OK;
     }
     PyObject *file = m ? PyObject_GetAttrString(m, "__file__") : NULL;
-    if (file != NULL && path != NULL) {
-        const char *f = PyUnicode_AsUTF8(file);
+    /* The OS's bytes for both paths (__file__ in the file system's encoding). */
+    PyObject *file_bytes = file && PyUnicode_Check(file) ? PyUnicode_EncodeFSDefault(file) : NULL;
+    if (file_bytes != NULL && path != NULL) {
+        const char *f = PyBytes_AS_STRING(file_bytes);
         char a[PATH_MAX], b[PATH_MAX];
-        ok = f && realpath(f, a) && realpath(path, b) && strcmp(a, b) == 0;
+        ok = realpath(f, a) && realpath(path, b) && strcmp(a, b) == 0;
         if (!ok) {
+            Tcl_DString theirs, ours;
             Tcl_SetObjResult(interp, Tcl_ObjPrintf(
-                "tclamp: this process already uses the bridge at \"%s\", not \"%s\"", f, path));
+                "tclamp: this process already uses the bridge at \"%s\", not \"%s\"",
+                Tcl_ExternalToUtfDString(NULL, f, -1, &theirs),
+                Tcl_ExternalToUtfDString(NULL, path, -1, &ours)));
+            Tcl_DStringFree(&theirs);
+            Tcl_DStringFree(&ours);
             Tcl_SetErrorCode(interp, "TCLAMP", "OTHER_BRIDGE", NULL);
         }
     }
+    Py_XDECREF(file_bytes);
     Py_XDECREF(file);
     PyErr_Clear();
     return ok ? TCL_OK : TCL_ERROR;

@@ -35,7 +35,9 @@ python_loaded_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *cons
 
 /* ::tclamp::load_python path: opens that libpython for good, its symbols
    global.  One loaded already under the same name (privately, by another
-   extension such as tohil) is made global instead of loaded twice. */
+   extension such as tohil) is made global instead of loaded twice.  The
+   OS gets the path's bytes in the system encoding, as Tcl read them (in a
+   C locale Tcl 8.6 reads ISO 8859-1, and its own text is UTF-8). */
 static int
 load_python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
@@ -43,13 +45,18 @@ load_python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const 
         Tcl_WrongNumArgs(interp, 1, objv, "libpython");
         return TCL_ERROR;
     }
-    const char *path = Tcl_GetString(objv[1]);
+    Tcl_DString native;
+    const char *path = Tcl_UtfToExternalDString(NULL, Tcl_GetString(objv[1]), -1, &native);
     const char *name = strrchr(path, '/');
     void *lib = dlopen(name ? name + 1 : path, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
     if (lib == NULL)
         lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    Tcl_DStringFree(&native);
     if (lib == NULL) {
-        Tcl_SetObjResult(interp, Tcl_ObjPrintf("tclamp: cannot start Python: %s", dlerror()));
+        Tcl_DString said;   /* dlerror names the path in the system encoding */
+        Tcl_SetObjResult(interp, Tcl_ObjPrintf("tclamp: cannot start Python: %s",
+                                               Tcl_ExternalToUtfDString(NULL, dlerror(), -1, &said)));
+        Tcl_DStringFree(&said);
         Tcl_SetErrorCode(interp, "TCLAMP", "PYTHON_START", NULL);
         return TCL_ERROR;
     }
