@@ -531,6 +531,24 @@ def test_ctrl_c_under_py_interact_is_python_s(prompt):
     assert run(prompt, "set from_python") == "1"
 
 
+@pytest.mark.parametrize("python,script", [
+    ('tclamp.tcl.eval("exit 3")', "puts [catch {py interact}]\nputs after\n"),
+    ('tclamp.tcl.eval("proc f {} {exit 3}; f")', "puts [catch {py interact}]\nputs after\n"),
+    ('import sys; sys.exit(3)', "py interact\nputs after\n"),
+], ids=["tcl-exit", "tcl-exit-in-a-proc", "sys-exit"])
+def test_exit_from_python_s_prompt_ends_tclamp(tmp_path, python, script):
+    """Under `py interact` in a tclamp script, Tcl's exit called from Python
+    ends Python's prompt and tclamp, as sys.exit does there (which a Tcl
+    catch may stop, docs/hosts.md), and no catch stops it (it failed the
+    call with `eval unwound`, and the prompt went on to the next line)."""
+    (tmp_path / "s.tcl").write_text(script)
+    r = subprocess.run([sys.executable, "-m", "tclamp", "s.tcl"],
+                       input=f"import tclamp\n{python}\nprint('still')\n",
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (3, ">>> >>> ")
+    assert "Traceback" not in r.stderr and "unwound" not in r.stderr, r.stderr
+
+
 def test_py_interact_in_a_tclsh_script_reads_stdin(tmp_path):
     script = tmp_path / "s.tcl"
     script.write_text("package require tclamp\npy exec {x = 5}\n"

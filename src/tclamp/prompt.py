@@ -107,6 +107,10 @@ class Evaluator:
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             return py_interact(*args)
+        except SystemExit:
+            if self.exit_code is not None:  # Tcl's exit, from Python's prompt: end the script
+                self.cancel()
+            raise
         finally:
             signal.signal(signal.SIGINT, previous)
             with self.lock:
@@ -114,6 +118,10 @@ class Evaluator:
 
     def exit(self, code):
         self.exit_code = int(code)
+        if self.python_prompts:
+            # Called from Python's prompt: it ends first, as at sys.exit
+            # (a cancel would only fail the call there), then the script.
+            raise SystemExit(self.exit_code)
         self.cancel()
 
     def run(self, script):
