@@ -503,6 +503,16 @@ def test_py_interact_at_the_prompt_returns_at_end_of_file(prompt):
     assert run(prompt, "py eval {answer.item()}") == "42"
 
 
+def test_exit_under_py_interact_at_the_prompt_ends_tclamp(prompt):
+    prompt.sendline("catch {py interact}; puts {after interact}")
+    prompt.expect_exact(">>> ")
+    prompt.sendline('import tclamp; tclamp.tcl.eval("exit 7")')
+    prompt.expect(pexpect.EOF)
+    prompt.close()
+    assert prompt.exitstatus == 7
+    assert "unwound" not in prompt.before and "after interact" not in prompt.before
+
+
 def test_ctrl_c_under_py_interact_is_python_s(prompt):
     """As at Python's own prompt, Ctrl-C drops the line typed or stops the
     code running; Tcl stays usable from Python, and the Tcl command that
@@ -534,8 +544,10 @@ def test_ctrl_c_under_py_interact_is_python_s(prompt):
 @pytest.mark.parametrize("python,script", [
     ('tclamp.tcl.eval("exit 3")', "puts [catch {py interact}]\nputs after\n"),
     ('tclamp.tcl.eval("proc f {} {exit 3}; f")', "puts [catch {py interact}]\nputs after\n"),
+    ('tclamp.tcl.eval("after 0 {exit 3}; update")', "puts [catch {py interact}]\nputs after\n"),
+    ('tclamp.tcl.eval("py interact")\ntclamp.tcl.eval("exit 3")', "py interact\nputs after\n"),
     ('import sys; sys.exit(3)', "py interact\nputs after\n"),
-], ids=["tcl-exit", "tcl-exit-in-a-proc", "sys-exit"])
+], ids=["tcl-exit", "tcl-exit-in-a-proc", "tcl-exit-in-an-event", "nested", "sys-exit"])
 def test_exit_from_python_s_prompt_ends_tclamp(tmp_path, python, script):
     """Under `py interact` in a tclamp script, Tcl's exit called from Python
     ends Python's prompt and tclamp, as sys.exit does there (which a Tcl
@@ -545,7 +557,7 @@ def test_exit_from_python_s_prompt_ends_tclamp(tmp_path, python, script):
     r = subprocess.run([sys.executable, "-m", "tclamp", "s.tcl"],
                        input=f"import tclamp\n{python}\nprint('still')\n",
                        capture_output=True, text=True, cwd=tmp_path)
-    assert (r.returncode, r.stdout) == (3, ">>> >>> ")
+    assert r.returncode == 3 and "still" not in r.stdout and "after" not in r.stdout
     assert "Traceback" not in r.stderr and "unwound" not in r.stderr, r.stderr
 
 

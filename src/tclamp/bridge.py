@@ -31,12 +31,12 @@ def py_import(*args):
     return name
 
 
-def py_interact(*args):
+def py_interact(*args, console_type=code.InteractiveConsole):
     """py interact: Python's own prompt, reading stdin, in __main__ (where
     py eval and py exec run), until end of file; then back to Tcl."""
     if args:
         raise wrong_args("py interact")
-    console = code.InteractiveConsole(_main_namespace(), filename="<py interact>")
+    console = console_type(_main_namespace(), filename="<py interact>")
     console.interact(banner=f"Python {sys.version.split()[0]} in __main__;"
                             f" end of file (Ctrl-D) returns to Tcl", exitmsg="")
     return ""

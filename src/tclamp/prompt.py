@@ -15,6 +15,7 @@ errorInfo; or type `set errorInfo` after the fact), and a script's error
 prints errorInfo, with the file and line.
 """
 import atexit
+import code
 import ctypes
 import os
 import re
@@ -105,12 +106,26 @@ class Evaluator:
         with self.lock:
             self.python_prompts += 1
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        evaluator = self
+
+        class Console(code.InteractiveConsole):
+            def runcode(self, compiled):
+                # Tcl's exit, called from here, cancelled the script (the
+                # call fails with `eval unwound`, unless Python caught it):
+                # Python's prompt ends, without a traceback, and so does
+                # the script, as at sys.exit.
+                try:
+                    exec(compiled, self.locals)
+                except SystemExit:
+                    raise
+                except BaseException:
+                    if evaluator.exit_code is None:
+                        self.showtraceback()
+                if evaluator.exit_code is not None:
+                    raise SystemExit(evaluator.exit_code)
+
         try:
-            return py_interact(*args)
-        except SystemExit:
-            if self.exit_code is not None:  # Tcl's exit, from Python's prompt: end the script
-                self.cancel()
-            raise
+            return py_interact(*args, console_type=Console)
         finally:
             signal.signal(signal.SIGINT, previous)
             with self.lock:
@@ -118,10 +133,6 @@ class Evaluator:
 
     def exit(self, code):
         self.exit_code = int(code)
-        if self.python_prompts:
-            # Called from Python's prompt: it ends first, as at sys.exit
-            # (a cancel would only fail the call there), then the script.
-            raise SystemExit(self.exit_code)
         self.cancel()
 
     def run(self, script):
