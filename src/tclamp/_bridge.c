@@ -1481,7 +1481,9 @@ note_body_line(Tcl_Interp *interp, const char *command)
 
 /* Ends `command` as its body ended.  An error's options go without their
    errorInfo, which is then the body's again, noted: with it, Tcl would
-   take the error as logged, and report the body's line as the caller's. */
+   take the error as logged, and report the body's line as the caller's.
+   Its errorCode goes as it is, after them: `error msg {} "\{"` sets one
+   that is no list, which return options refuse but `eval` passes on. */
 static int
 apply_outcome(Tcl_Interp *interp, OutcomeObject *o, Tcl_Obj *command)
 {
@@ -1489,13 +1491,18 @@ apply_outcome(Tcl_Interp *interp, OutcomeObject *o, Tcl_Obj *command)
         Tcl_SetObjResult(interp, o->result);
         return o->options ? Tcl_SetReturnOptions(interp, o->options) : TCL_OK;
     }
-    Tcl_Obj *options = Tcl_DuplicateObj(o->options), *key = Tcl_NewStringObj("-errorinfo", -1);
-    Tcl_Obj *info = NULL;
+    Tcl_Obj *options = Tcl_DuplicateObj(o->options), *key = Tcl_NewStringObj("-errorcode", -1);
+    Tcl_Obj *info = NULL, *errorcode = NULL;
     Tcl_IncrRefCount(options);
     Tcl_IncrRefCount(key);
+    Tcl_DictObjGet(NULL, o->options, key, &errorcode);
+    Tcl_DictObjRemove(NULL, options, key);
+    Tcl_SetStringObj(key, "-errorinfo", -1);
     Tcl_DictObjGet(NULL, o->options, key, &info);
     Tcl_DictObjRemove(NULL, options, key);
     int code = Tcl_SetReturnOptions(interp, options);
+    if (errorcode != NULL)
+        Tcl_SetObjErrorCode(interp, errorcode);
     Tcl_SetObjResult(interp, info != NULL ? info : o->result);   /* where errorInfo starts */
     note_body_line(interp, Tcl_GetString(command));
     Tcl_SetObjResult(interp, o->result);
