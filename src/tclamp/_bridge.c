@@ -1009,11 +1009,15 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
 }
 
 /* A command's value (NULL: the pending Python error) as its Tcl result;
-   the command's return code. */
+   the command's return code.  Takes the reference to `value`, and drops
+   it before the result is set: the last reference to an object whose
+   finalizer runs Tcl (a __del__ calling tclamp.tcl.eval, which resets the
+   interpreter's result) must not go after the result is in place. */
 static int
 command_result(InterpState *owner, Tcl_Interp *interp, PyObject *value)
 {
     Tcl_Obj *obj = value ? result_to_tcl(owner, value) : NULL;
+    Py_XDECREF(value);          /* a finalizer keeps a pending error as it was */
     if (obj == NULL)
         return report_python_error(owner, interp);
     Tcl_SetObjResult(interp, obj);
@@ -1133,11 +1137,12 @@ handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
             PyErr_Format(PyExc_TypeError, "attribute '%U' is not callable", name);
         }
     }
-    rc = command_result(h->owner, interp, value);
-    Py_XDECREF(value);
+    /* The object's last reference may be ours, when the method deleted
+       its handle: it goes before the result is set. */
     Py_XDECREF(attr);
     Py_XDECREF(name);
     Py_DECREF(object);
+    rc = command_result(h->owner, interp, value);
     return command_end(&e, &h->life, rc);
 }
 
@@ -1818,9 +1823,7 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
         if (value == NULL)
             return report_python_error(cmd->owner, interp);
     }
-    int rc = command_result(cmd->owner, interp, value);
-    Py_DECREF(value);
-    return rc;
+    return command_result(cmd->owner, interp, value);
 }
 
 /* Runs a remembered plan.  The steps are torch's own functions, but hold
@@ -1869,11 +1872,8 @@ call_handle_form(const Command *cmd, Tcl_Interp *interp, const CallArgs *args)
     PyObject *value = PyObject_VectorcallMethod(cmd->handle_method, stack + 1,
                                                 (size_t)(n + extra)
                                                 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (value == NULL || cmd->handle_result == NULL) {
-        int rc = command_result(cmd->owner, interp, value);
-        Py_XDECREF(value);
-        return rc;
-    }
+    if (value == NULL || cmd->handle_result == NULL)
+        return command_result(cmd->owner, interp, value);
     Py_DECREF(value);
     Tcl_SetObjResult(interp, cmd->handle_result);
     return TCL_OK;
@@ -1933,6 +1933,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         goto done;              /* call_handle_form answered */
     if (value == NULL || !cmd->planned) {
         rc = command_result(cmd->owner, interp, value);
+        value = NULL;
     } else {
         PyObject *steps, *result, *program;
         int words_only;
@@ -2250,7 +2251,6 @@ static int
 py_command_done(Command *cmd, Tcl_Interp *interp, PyObject *value, Entry *e)
 {
     int rc = command_result(cmd->owner, interp, value);
-    Py_XDECREF(value);
     return command_end(e, &cmd->life, rc);
 }
 
