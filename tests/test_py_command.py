@@ -121,6 +121,16 @@ def test_procs_namespaces_coroutines_tailcall_expand(interp):
     assert interp.eval("proc s {} {set c call; py $c len ab}; s") == "2"
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "known limit (docs/py.md, Handles made in a scope): py scope runs its body "
+    "on the C stack, so a coroutine cannot yield inside it as it can inside eval"))
+def test_yield_inside_scope_like_eval(interp):
+    assert interp.eval("coroutine co apply {{} {eval {yield first; list e}}}") == "first"
+    assert interp.eval("co") == "e"
+    assert interp.eval("coroutine co apply {{} {py scope {yield first; list s}}}") == "first"
+    assert interp.eval("co") == "s"
+
+
 def test_python_sees_same_frames(interp):
     interp.eval("py exec {import tclamp\ndef fr(*a): return tclamp.tcl.eval('info frame -1')}")
     frame = interp.eval("proc p {x} { py call fr $x }; p 1", result=list)
