@@ -995,6 +995,16 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
     int rc = tcl_error_code(value);
     if (rc == TCL_ERROR && value != NULL)
         keep_in_flight(value, code);
+    /* A return that left a script Python ran, with levels to go: what is
+       left of its options (raise_tcl_error) ends this command. */
+    Tcl_Obj *left = NULL;
+    if (rc == TCL_RETURN && value != NULL) {
+        PyObject *options = PyObject_GetAttrString(value, "_return_options");
+        if (options != NULL && PyUnicode_Check(options))
+            left = tcl_from_str(options);
+        Py_XDECREF(options);
+        PyErr_Clear();
+    }
     Py_XDECREF(value);
     Tcl_SetObjResult(interp, message);
     if (rc == TCL_ERROR) {
@@ -1004,6 +1014,11 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
     } else {
         discard(code);
         discard(info);
+    }
+    if (left != NULL) {
+        Tcl_IncrRefCount(left);
+        rc = Tcl_SetReturnOptions(interp, left);
+        Tcl_DecrRefCount(left);
     }
     return rc;
 }
@@ -1065,11 +1080,31 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     PyObject *errorcode = code == TCL_ERROR ? dict_str(options, "-errorcode")
                                             : PyUnicode_FromString("NONE");
     PyObject *errorinfo = dict_str(options, "-errorinfo");
+    /* A return with levels to go past the script's own (effective_code):
+       its options, one level fewer, go with the exception, so that back in
+       Tcl it goes on as it would have (report_python_error). */
+    PyObject *left = NULL;
+    if (code == TCL_RETURN) {
+        Tcl_Obj *key = Tcl_NewStringObj("-level", -1), *value = NULL;
+        int level = 1;
+        Tcl_IncrRefCount(key);
+        if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL
+                && Tcl_GetIntFromObj(NULL, value, &level) == TCL_OK && level > 1) {
+            Tcl_Obj *rest = Tcl_DuplicateObj(options);
+            Tcl_IncrRefCount(rest);
+            Tcl_DictObjPut(NULL, rest, key, Tcl_NewIntObj(level - 1));
+            left = str_from_tcl(rest);
+            Tcl_DecrRefCount(rest);
+        }
+        Tcl_DecrRefCount(key);
+    }
     Tcl_DecrRefCount(options);
     Tcl_ResetResult(interp);
     if (result && errorcode && errorinfo && TclErrorType) {
         PyObject *exc = PyObject_CallFunction(TclErrorType, "OOOi", result, errorcode,
                                               errorinfo, code);
+        if (exc != NULL && left != NULL && PyObject_SetAttrString(exc, "_return_options", left) < 0)
+            Py_CLEAR(exc);
         if (exc != NULL) {
             PyErr_SetObject(TclErrorType, exc);
             Py_DECREF(exc);
@@ -1080,6 +1115,7 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     Py_XDECREF(result);
     Py_XDECREF(errorcode);
     Py_XDECREF(errorinfo);
+    Py_XDECREF(left);
     return NULL;
 }
 
