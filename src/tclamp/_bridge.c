@@ -973,15 +973,23 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
     Py_XDECREF(type);
     Py_XDECREF(tb);
 
-    /* (message, errorcode, text to add to errorInfo or None) */
+    /* (message, errorcode, text to add to errorInfo or None[, what
+       errorInfo starts with instead of the message, or None]) */
     PyObject *desc = (describe_error && value)
         ? PyObject_CallOneArg(describe_error, value) : NULL;
-    Tcl_Obj *message = NULL, *code = NULL, *info = NULL;
-    if (desc != NULL && PyTuple_Check(desc) && PyTuple_GET_SIZE(desc) == 3) {
+    Tcl_Obj *message = NULL, *code = NULL, *info = NULL, *head = NULL;
+    Py_ssize_t size = desc != NULL && PyTuple_Check(desc) ? PyTuple_GET_SIZE(desc) : 0;
+    if (size == 3 || size == 4) {
         message = to_tcl(owner, PyTuple_GET_ITEM(desc, 0));
         code = message ? to_tcl(owner, PyTuple_GET_ITEM(desc, 1)) : NULL;
         if (code && PyTuple_GET_ITEM(desc, 2) != Py_None)
             info = to_tcl(owner, PyTuple_GET_ITEM(desc, 2));
+        if (code && size == 4 && PyTuple_GET_ITEM(desc, 3) != Py_None
+                && (head = to_tcl(owner, PyTuple_GET_ITEM(desc, 3))) == NULL) {
+            discard(info);
+            discard(code);
+            code = NULL;
+        }
     }
     Py_XDECREF(desc);
     PyErr_Clear();
@@ -1009,11 +1017,20 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
     Tcl_SetObjResult(interp, message);
     if (rc == TCL_ERROR) {
         Tcl_SetObjErrorCode(interp, code);
-        if (info)                   /* errorInfo starts with the message */
+        if (head != NULL) {
+            /* errorInfo starts with what the result is when it begins */
+            Tcl_IncrRefCount(message);
+            Tcl_SetObjResult(interp, head);
+            Tcl_AppendObjToErrorInfo(interp, info ? info : Tcl_NewObj());
+            Tcl_SetObjResult(interp, message);
+            Tcl_DecrRefCount(message);
+        } else if (info) {          /* errorInfo starts with the message */
             Tcl_AppendObjToErrorInfo(interp, info);
+        }
     } else {
         discard(code);
         discard(info);
+        discard(head);
     }
     if (left != NULL) {
         Tcl_IncrRefCount(left);

@@ -62,17 +62,23 @@ def user_frames(tb):
 
 
 def describe_error(exc):
-    """(message, errorcode, errorinfo tail or None) for the Tcl error that
-    `exc` becomes: the C bridge calls this for every exception it hands to
-    Tcl, and Tcl's errorInfo becomes the message followed by the tail."""
+    """(message, errorcode, errorinfo tail or None[, head]) for the Tcl
+    error that `exc` becomes: the C bridge calls this for every exception
+    it hands to Tcl, and Tcl's errorInfo becomes the message followed by
+    the tail; or, given a head, the head followed by the tail (a TclError
+    whose errorInfo does not start with its message: `error msg info`)."""
     if isinstance(exc, UsageError):
         return exc.message, ("TCLAMP", exc.kind, *exc.details), None
     frames = user_frames(exc.__traceback__)
     if isinstance(exc, TclError):
-        tail = exc.errorinfo.removeprefix(exc.result)
+        head = None
+        if not exc.errorinfo or exc.errorinfo.startswith(exc.result):
+            tail = exc.errorinfo[len(exc.result):]
+        else:
+            head, tail = exc.errorinfo, ""
         if frames:
             tail += "\n    (passed through Python)\n" + frames
-        return exc.result, exc.errorcode, tail
+        return exc.result, exc.errorcode, tail, head
     name = type(exc).__name__
     text = exception_text(exc)
     message = f"{name}: {text}" if text else name
