@@ -1932,6 +1932,19 @@ call_handle_form(const Command *cmd, Tcl_Interp *interp, const CallArgs *args)
     return TCL_OK;
 }
 
+/* Drops the call's arguments and its plan once the command's outcome is
+   set, and keeps that outcome: an argument's object whose handle the call
+   deleted goes here, and its finalizer may run Tcl (see command_result). */
+static int
+release_keeping_outcome(Tcl_Interp *interp, int rc, CallArgs *args, PyObject *plan)
+{
+    Tcl_InterpState outcome = Tcl_SaveInterpState(interp, rc);
+    if (args != NULL)
+        call_args_release(args);
+    Py_XDECREF(plan);
+    return Tcl_RestoreInterpState(interp, outcome);
+}
+
 int
 python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
@@ -1981,9 +1994,11 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         else
             value = call_args_call(&args, cmd->callable);
     }
+    if (handle_form) {          /* call_handle_form answered */
+        rc = release_keeping_outcome(interp, rc, &args, NULL);
+        goto done;
+    }
     call_args_release(&args);
-    if (handle_form)
-        goto done;              /* call_handle_form answered */
     if (value == NULL || !cmd->planned) {
         rc = command_result(cmd->owner, interp, value);
         value = NULL;
@@ -2001,6 +2016,8 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
                 memo_store(cmd, keyc, objv, steps, result, constant, program);
             rc = run_steps(cmd, interp, steps, result, constant, script, objv[0]);
             if (constant) Tcl_DecrRefCount(constant);
+            rc = release_keeping_outcome(interp, rc, NULL, value);
+            value = NULL;
         }
     }
     Py_XDECREF(value);
