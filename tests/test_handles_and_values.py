@@ -309,6 +309,40 @@ def test_handle_renamed_onto_the_next_handle_name(tmp_path):
     assert r.stdout == "1 4 4\n", r.report
 
 
+def test_a_finalizer_that_empties_the_value_being_converted(tmp_path):
+    """Making a handle for a dict key or list item can run Python: here the
+    handle renamed onto the next handle's name goes, and its object's
+    __del__ empties the dict (or list) being converted.  The key and value
+    in hand stay alive (the dict's value was freed and then read: a crash);
+    the dict converts as it was, the list that shrank is an error."""
+    r = python(tmp_path, """\
+        import tclamp
+        t = tclamp.tcl
+        class Key: pass
+        class Val:
+            def __init__(self): self.payload = ['x' * 100 for _ in range(10)]
+        target = {}
+        class Empties:
+            def __del__(self): target['it'].clear()
+        def rename_onto_next():
+            h = t.call('set', 'x', Empties())
+            t.call('rename', h, '::py::obj%d' % (int(h.rsplit('obj', 1)[1]) + 1))
+        rename_onto_next()
+        target['it'] = {Key(): Val()}
+        key, val = t.call('set', 'y', target['it'], result=list)
+        print(t.call('py', 'call', 'repr', key).startswith('<__main__.Key'),
+              len(t.call(val, 'payload', result=list)), target['it'])
+        rename_onto_next()
+        target['it'] = [Key(), Val()]
+        try:
+            t.call('set', 'y', target['it'])
+        except RuntimeError as error:
+            print(error)
+    """, options=("-X", "dev"))
+    assert_clean(r)
+    assert r.stdout == "True 10 {}\nthe list changed size while it was converted\n", r.report
+
+
 def test_reference_cycles_through_an_interp_are_collected(tmp_path):
     """(test_interp_cycles.py has the rules: which thread, and when.)"""
     r = python(tmp_path, """\

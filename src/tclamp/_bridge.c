@@ -564,7 +564,13 @@ dict_to_tcl(InterpState *owner, PyObject *v)
     Tcl_Obj *result = Tcl_NewDictObj();
     Tcl_Size size = 0, grown;
     while (PyDict_Next(v, &pos, &key, &value)) {
+        /* Held while they are converted: making a handle can run Python (a
+           finalizer) that empties the dict and would free them. */
+        Py_INCREF(key);
+        Py_INCREF(value);
         Tcl_Obj *k = to_tcl(owner, key), *x = k ? to_tcl(owner, value) : NULL;
+        Py_DECREF(key);
+        Py_DECREF(value);
         if (x == NULL) {
             discard(k);
             discard(result);
@@ -611,7 +617,14 @@ sequence_to_tcl(InterpState *owner, PyObject *v)
         PyObject *item = PySequence_Fast_GET_ITEM(seq, made);
         int overflow = 1;
         long long x = PyLong_CheckExact(item) ? PyLong_AsLongLongAndOverflow(item, &overflow) : 0;
-        if ((items[made] = overflow ? to_tcl(owner, item) : new_int_obj(x)) == NULL)
+        if (overflow) {         /* held while converted, as in dict_to_tcl */
+            Py_INCREF(item);
+            items[made] = to_tcl(owner, item);
+            Py_DECREF(item);
+        } else {
+            items[made] = new_int_obj(x);
+        }
+        if (items[made] == NULL)
             break;
         made++;
     }
