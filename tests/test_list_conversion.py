@@ -217,3 +217,19 @@ def test_refused_dict_frees_what_it_made(interp):
     refuse(200_000)
     assert rss_kb() - before < 2048
     assert interp.call("set", "z", {1: "a", "2": [1, 2]}) == "1 a 2 {1 2}"
+
+
+def test_tcl9_abstract_lists_are_lists(interp):
+    """Tcl 9's `lseq` gives a list that Tcl holds as an arithmetic series,
+    not as its list type: result=object reads it as the list it is (it
+    came back as its text), items and all, as it does a list that
+    `lrange` copies out of it."""
+    if not interp.eval("info commands lseq"):
+        pytest.skip("no lseq: Tcl 8.6")
+    assert interp.eval("lseq 3", result=object) == [0, 1, 2]
+    assert interp.eval("lseq 0 1 0.5", result=object) == [0.0, 0.5, 1.0]
+    assert interp.eval("list [lseq 2] x", result=object) == [[0, 1], "x"]
+    assert interp.eval("lseq 1", result=object) == [0]
+    assert interp.eval("lrange [lseq 3] 0 end", result=object) == [0, 1, 2]
+    assert interp.eval("dict create a 1", result=object) == "a 1"
+    assert interp.eval("expr {7}", result=object) == 7

@@ -235,8 +235,24 @@ int_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
 static PyObject *float_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj);
 static PyObject *list_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj);
 
+/* Tcl 9's other lists: a type that gives its elements by index (`lseq`'s
+   arithmetic series) is a list that Tcl holds without making its items.
+   (A number or a dict answers only its length as a list: not one.)  Tcl
+   8.6 has none. */
+static int
+is_abstract_list(const Tcl_ObjType *type)
+{
+#if TCL_MAJOR_VERSION > 8
+    return type->version > offsetof(Tcl_ObjType, indexProc) && type->indexProc != NULL;
+#else
+    (void)type;
+    return 0;
+#endif
+}
+
 /* A value as the Python type that Tcl's own type of it suggests: an integer
-   is an int, a double a float, a list a list (of such values), a byte array
+   is an int, a double a float, a list (Tcl 9's abstract ones too) a list of
+   such values, a byte array
    that has no text bytes, anything else a str. */
 static PyObject *
 object_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
@@ -248,7 +264,7 @@ object_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
         return int_from_tcl(interp, obj);
     if (type == double_type)
         return float_from_tcl(interp, obj);
-    if (type == list_type)
+    if (type == list_type || is_abstract_list(type))
         return list_from_tcl(interp, obj);
     if (type == bytearray_type && obj->bytes == NULL) {
         Tcl_Size n;
