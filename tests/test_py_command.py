@@ -263,3 +263,16 @@ def test_a_body_error_at_a_files_top_level_names_the_commands_line(interp, tmp_p
     info = interp.eval("catch {source $path} m o; dict get $o -errorinfo").split("\n")
     assert info[3:5] == ['    ("torch::autocast" body line 3)', "    invoked from within"]
     assert f'    (file "{script}" line 2)' in info
+
+
+@pytest.mark.parametrize("code, expected", [(3, 3), (-5, -5), (2**31, 1), (2**70, 1),
+                                            (-2**70, 1), ("3", 1), (0, 1)])
+def test_a_tclerrors_code_that_is_no_tcl_return_code_is_an_error(interp, code, expected):
+    """A TclError raised in Python ends the command with its code when that
+    is a Tcl return code (an int that is not 0); any other is an error.  An
+    int past a C long read as -1 (its overflow ignored) and ended the
+    command with code -1."""
+    interp.eval("py exec {import tclamp, ast\n"
+                "def fail(code): raise tclamp.TclError('m', code=ast.literal_eval(code))}")
+    got = interp.eval(f"set code {{{code!r}}}; list [catch {{py call fail $code}} m] $m")
+    assert got == f"{expected} m"

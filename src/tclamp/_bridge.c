@@ -917,8 +917,9 @@ tcl_error_code(PyObject *value)
     int code = TCL_ERROR;
     if (python_exception_is(value, TclErrorType)) {
         PyObject *attr = PyObject_GetAttrString(value, "code");
-        long n = attr && PyLong_Check(attr) ? PyLong_AsLong(attr) : TCL_ERROR;
-        if (n != TCL_OK && n >= INT_MIN && n <= INT_MAX)
+        int overflow = 0;
+        long n = attr && PyLong_Check(attr) ? PyLong_AsLongAndOverflow(attr, &overflow) : TCL_ERROR;
+        if (!overflow && n != TCL_OK && n >= INT_MIN && n <= INT_MAX)   /* else an error */
             code = (int)n;
         Py_XDECREF(attr);
     }
