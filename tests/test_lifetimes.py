@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import tclamp
 
 from conftest import TCL9, TCLSH, needs_tkinters_tcl, run_tclsh, tcl_env
@@ -151,6 +153,30 @@ def test_sizes_past_tcl_8_6s_limit():
                        "bytes too long for Tcl: 2147483648 bytes (at most 2147483647)",
                        "OverflowError: str too long for Tcl: 2147483648 bytes (at most 2147483647)",
                        "1000"]
+
+
+def test_characters_beyond_the_bmp_count_twice_against_tcl_8_6s_limit():
+    """In Tcl 8.6 a character beyond the BMP is two code units, and up to
+    six bytes of text: a str of 540 million emoji (1.6 billion bytes by three
+    per character, under the limit) went in, and Tcl panicked (an abort)
+    when it wrote its text.  It is an OverflowError naming its units' worst
+    case; a str of the same length in the BMP is not refused (this str is
+    2 GiB: the test runs where Tcl 8.6's limit is)."""
+    if TCL9:
+        pytest.skip("Tcl 9 has no 2 GiB limit")
+    out = run_python("""
+        import tclamp
+        n = 540_000_000
+        big = "\\U0001F600" * n
+        try:
+            print(tclamp.tcl.call("string", "bytelength", big))
+        except OverflowError as e:
+            print(e)
+        del big
+        print(tclamp.tcl.call("string", "length", "\\u00e9" * n))
+    """)
+    assert out == ["str too long for Tcl: 3240000000 bytes of Tcl's UTF-8 at most"
+                   " (at most 2147483647)", "540000000"]
 
 
 def test_second_copy_of_the_bridge_is_refused(tmp_path):

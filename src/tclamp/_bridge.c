@@ -478,7 +478,7 @@ tcl_from_units(PyObject *s)
     if (kind == (int)sizeof(Tcl_UniChar))
         return Tcl_NewUnicodeObj((const Tcl_UniChar *)data, (Tcl_Size)len);
     Py_ssize_t n = len;
-    if (UNITS_ARE_UTF16 && kind == PyUnicode_4BYTE_KIND) {  /* at most 2 * len: tcl_from_str checked */
+    if (UNITS_ARE_UTF16 && kind == PyUnicode_4BYTE_KIND) {  /* n fits: tcl_from_str checked */
         for (Py_ssize_t i = 0; i < len; i++)
             n += ((const Py_UCS4 *)data)[i] > 0xFFFF;
     }
@@ -514,8 +514,17 @@ tcl_from_str(PyObject *s)
         if (memchr(data, 0, len) == NULL)
             return Tcl_NewStringObj(data, (Tcl_Size)len);
     }
-    /* Each code unit can take up to three bytes of Tcl's UTF-8. */
-    if (check_tcl_size(len > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : len * 3,
+    /* Each code unit can take up to three bytes of Tcl's UTF-8; in Tcl 8.6
+       a character beyond the BMP is two units (counted only where they can
+       take a str past the limit: Tcl panics when it writes a text longer). */
+    Py_ssize_t units = len;
+    if (UNITS_ARE_UTF16 && PyUnicode_KIND(s) == PyUnicode_4BYTE_KIND
+            && len > (Py_ssize_t)(TCL_SIZE_MAX / 6)) {
+        const Py_UCS4 *data = PyUnicode_4BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < len; i++)
+            units += data[i] > 0xFFFF;
+    }
+    if (check_tcl_size(units > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : units * 3,
                        "str", "bytes of Tcl's UTF-8 at most") < 0)
         return NULL;
     Tcl_Obj *obj = tcl_from_units(s);
