@@ -1937,34 +1937,26 @@ handle_form_fits(const Command *cmd, const CallArgs *args)
 
 /* The handle form's call, made as its plan (a MethodCall) would make it:
    the first object's method, given the other objects and the defaults. */
-static int
-call_handle_form(const Command *cmd, Tcl_Interp *interp, const CallArgs *args)
+static PyObject *
+call_handle_form(const Command *cmd, const CallArgs *args)
 {
     PyObject *stack[CALL_STACK_ARGS + 1];
     Py_ssize_t n = args->n, extra = PyTuple_GET_SIZE(cmd->handle_defaults);
     memcpy(stack + 1, args->slot + 2, (size_t)n * sizeof(PyObject *));
     for (Py_ssize_t i = 0; i < extra; i++)
         stack[1 + n + i] = PyTuple_GET_ITEM(cmd->handle_defaults, i);
-    PyObject *value = PyObject_VectorcallMethod(cmd->handle_method, stack + 1,
-                                                (size_t)(n + extra)
-                                                | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (value == NULL || cmd->handle_result == NULL)
-        return command_result(cmd->owner, interp, value);
-    Py_DECREF(value);
-    Tcl_SetObjResult(interp, cmd->handle_result);
-    return TCL_OK;
+    return PyObject_VectorcallMethod(cmd->handle_method, stack + 1,
+                                     (size_t)(n + extra) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-/* Drops the call's arguments and its plan once the command's outcome is
-   set, and keeps that outcome: an argument's object whose handle the call
-   deleted goes here, and its finalizer may run Tcl (see command_result). */
+/* Drops a plan once the command's outcome is set, and keeps that outcome:
+   an argument's object whose handle the call deleted goes here, and its
+   finalizer may run Tcl (see command_result). */
 static int
-release_keeping_outcome(Tcl_Interp *interp, int rc, CallArgs *args, PyObject *plan)
+release_plan_keeping_outcome(Tcl_Interp *interp, int rc, PyObject *plan)
 {
     Tcl_InterpState outcome = Tcl_SaveInterpState(interp, rc);
-    if (args != NULL)
-        call_args_release(args);
-    Py_XDECREF(plan);
+    Py_DECREF(plan);
     return Tcl_RestoreInterpState(interp, outcome);
 }
 
@@ -2012,17 +2004,17 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     PyObject *value = NULL;
     int handle_form = 0;
     if (call_args_fill(&args, cmd->owner, keyc - 1, objv + 1, &any_handle, 0, script) == 0) {
-        if ((handle_form = handle_form_fits(cmd, &args)))
-            rc = call_handle_form(cmd, interp, &args);
-        else
-            value = call_args_call(&args, cmd->callable);
+        handle_form = handle_form_fits(cmd, &args);
+        value = handle_form ? call_handle_form(cmd, &args) : call_args_call(&args, cmd->callable);
     }
-    if (handle_form) {          /* call_handle_form answered */
-        rc = release_keeping_outcome(interp, rc, &args, NULL);
-        goto done;
-    }
+    /* Before the result is set: an argument's object whose handle the
+       call deleted goes here, and its finalizer may run Tcl. */
     call_args_release(&args);
-    if (value == NULL || !cmd->planned) {
+    if (handle_form && value != NULL && cmd->handle_result != NULL) {
+        Py_DECREF(value);
+        Tcl_SetObjResult(interp, cmd->handle_result);
+        rc = TCL_OK;
+    } else if (value == NULL || !cmd->planned || handle_form) {
         rc = command_result(cmd->owner, interp, value);
         value = NULL;
     } else {
@@ -2039,7 +2031,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
                 memo_store(cmd, keyc, objv, steps, result, constant, program);
             rc = run_steps(cmd, interp, steps, result, constant, script, objv[0]);
             if (constant) Tcl_DecrRefCount(constant);
-            rc = release_keeping_outcome(interp, rc, NULL, value);
+            rc = release_plan_keeping_outcome(interp, rc, value);
             value = NULL;
         }
     }
