@@ -438,3 +438,34 @@ def test_a_handle_form_calls_the_method_and_answers_its_constant():
         del __main__.the_counter
     assert counter.seen == [(counter, "x"), ()]
     assert len(parsed) == 2
+
+
+def test_a_handle_form_drops_the_methods_value_once(tmp_path):
+    """The method's value is released once per call, whether the command
+    answers a constant or that value: one release too many (d1a0834's
+    first form, for the constant) freed None after about 10^5 scaler steps
+    on Python 3.11 (Fatal Python error: none_dealloc)."""
+    r = python(tmp_path, """\
+        import sys, tclamp
+        interp = tclamp.Interp()
+        kept = ["the method's value"]
+        class Holder:
+            def give(self):
+                return kept
+        def parser(*words):
+            return tclamp.arguments.Plan((), "parsed", False)
+        interp.create_command("::constant", parser, planned=True,
+                              handle_form=((Holder,), "give", (), "done"))
+        interp.create_command("::value", parser, planned=True,
+                              handle_form=((Holder,), "give", (), None))
+        the_holder = Holder()
+        before = sys.getrefcount(kept)
+        print(interp.eval("constant [py eval the_holder]"))
+        for _ in range(100):
+            interp.eval("constant [py eval the_holder]")
+        print(sys.getrefcount(kept) - before)
+        interp.eval("py scope {for {set i 0} {$i < 100} {incr i} {value [py eval the_holder]}}")
+        print(sys.getrefcount(kept) - before)
+    """)
+    assert_clean(r)
+    assert r.stdout.split() == ["done", "0", "0"], r.report

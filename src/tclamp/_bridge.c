@@ -2011,7 +2011,7 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
        call deleted goes here, and its finalizer may run Tcl. */
     call_args_release(&args);
     if (handle_form && value != NULL && cmd->handle_result != NULL) {
-        Py_DECREF(value);
+        Py_CLEAR(value);
         Tcl_SetObjResult(interp, cmd->handle_result);
         rc = TCL_OK;
     } else if (value == NULL || !cmd->planned || handle_form) {
