@@ -465,6 +465,20 @@ str_from_tcl(Tcl_Obj *obj)
     return str_from_units(obj);
 }
 
+/* The Tcl code units of a str: in Tcl 8.6 a character beyond the BMP is
+   two (a surrogate pair). */
+static Py_ssize_t
+tcl_units(PyObject *s)
+{
+    Py_ssize_t len = PyUnicode_GET_LENGTH(s), n = len;
+    if (UNITS_ARE_UTF16 && PyUnicode_KIND(s) == PyUnicode_4BYTE_KIND) {
+        const Py_UCS4 *data = PyUnicode_4BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < len; i++)
+            n += data[i] > 0xFFFF;
+    }
+    return n;
+}
+
 /* A str that is not ASCII (or holds NUL) as Tcl code units: Tcl then
    counts and indexes it without decoding UTF-8.  A str of the same width
    is handed over as it is; others are widened, or split into surrogate
@@ -477,11 +491,7 @@ tcl_from_units(PyObject *s)
     const void *data = PyUnicode_DATA(s);
     if (kind == (int)sizeof(Tcl_UniChar))
         return Tcl_NewUnicodeObj((const Tcl_UniChar *)data, (Tcl_Size)len);
-    Py_ssize_t n = len;
-    if (UNITS_ARE_UTF16 && kind == PyUnicode_4BYTE_KIND) {  /* n fits: tcl_from_str checked */
-        for (Py_ssize_t i = 0; i < len; i++)
-            n += ((const Py_UCS4 *)data)[i] > 0xFFFF;
-    }
+    Py_ssize_t n = tcl_units(s);    /* fits: tcl_from_str checked */
     Tcl_UniChar *units = PyMem_New(Tcl_UniChar, n ? n : 1);
     if (units == NULL)
         return (Tcl_Obj *)PyErr_NoMemory();
@@ -517,13 +527,7 @@ tcl_from_str(PyObject *s)
     /* Each code unit can take up to three bytes of Tcl's UTF-8; in Tcl 8.6
        a character beyond the BMP is two units (counted only where they can
        take a str past the limit: Tcl panics when it writes a text longer). */
-    Py_ssize_t units = len;
-    if (UNITS_ARE_UTF16 && PyUnicode_KIND(s) == PyUnicode_4BYTE_KIND
-            && len > (Py_ssize_t)(TCL_SIZE_MAX / 6)) {
-        const Py_UCS4 *data = PyUnicode_4BYTE_DATA(s);
-        for (Py_ssize_t i = 0; i < len; i++)
-            units += data[i] > 0xFFFF;
-    }
+    Py_ssize_t units = len > (Py_ssize_t)(TCL_SIZE_MAX / 6) ? tcl_units(s) : len;
     if (check_tcl_size(units > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : units * 3,
                        "str", "bytes of Tcl's UTF-8 at most") < 0)
         return NULL;
