@@ -194,3 +194,36 @@ def test_other_commands_fail_cleanly(interp, command, args):
         for pair, precision in FP32_START.items():
             torch._C._set_fp32_precision_setter(*pair, precision)
         interp.eval("foreach h [info commands ::py::obj*] {py release $h}")
+
+
+# Words near Tcl's number, boolean and list syntax, and any text.
+WORD_PIECES = st.sampled_from(["-", "+", "0", "1", "7", "9", "x", "o", "b", "e", "E", ".", "_",
+                               " ", "\t", "\n", "{", "}", '"', "\\", "nan", "inf", "yes", "on",
+                               "t", "F", "\u0661", "\uff11", "a"])
+WORDS = st.lists(WORD_PIECES, max_size=8).map("".join) | st.text(max_size=8)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(word=WORDS)
+def test_read_word_is_tcls_own_reading(interp, word):
+    """Interp.read_word, which the parser uses instead of running Tcl's
+    commands, reads a word as those commands do, and fails as they do."""
+    def outcome(read, *args, **kw):
+        try:
+            return read(*args, **kw)
+        except ValueError as error:
+            return ("error", str(error))
+        except TclError as error:
+            return ("error", error.result)
+
+    for kind in (int, float):       # repr: NaN is a number here, and no NaN equals another
+        assert (repr(outcome(interp.read_word, word, kind))
+                == repr(outcome(interp.call, "string", "cat", word, result=kind))), kind
+    truth = outcome(interp.call, "::tcl::mathop::!", word, result=int)
+    read = outcome(interp.read_word, word, bool)
+    assert read == (truth == 0) if isinstance(truth, int) else read[0] == "error"
+    assert (outcome(interp.read_word, word, list)
+            == outcome(interp.call, "lrange", word, 0, "end", result=list))
+    pairs = outcome(interp.call, "dict", "get", word, result=list)
+    expected = dict(zip(pairs[0::2], pairs[1::2])) if isinstance(pairs, list) else pairs
+    assert outcome(interp.read_word, word, dict) == expected

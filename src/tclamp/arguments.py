@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .bridge import tcl_boolean, tcl_number  # noqa: F401  (the converters' words: Tcl's own)
-from .current import tcl
 from .errors import UsageError
 
 REQUIRED = object()
@@ -221,8 +220,13 @@ def word_of(value):
 def is_flag(word):
     """-name starts the named form; a negative number (as Tcl reads one:
     -0x10 too) is still a value."""
-    return (isinstance(word, str) and word.startswith("-")
-            and not tcl.call("string", "is", "double", "-strict", word, result=int))
+    if not (isinstance(word, str) and word.startswith("-")):
+        return False
+    try:
+        tcl_number(word, float)
+    except ValueError:
+        return True
+    return False
 
 
 # Tcl's list separators: a word with one is several words, so a value (a

@@ -13,7 +13,7 @@ import textwrap
 
 from . import _bridge, scope
 from .current import tcl
-from .errors import TclError, UsageError, wrong_args
+from .errors import UsageError, wrong_args
 
 
 def _main_namespace():
@@ -104,6 +104,7 @@ def dedent_block(text):
 NONE_WORD = "::py::None"
 CALL_USAGE = _bridge.PY_CALL_USAGE      # as the C command gives it
 TYPE_WORDS = ("str", "int", "float", "bool", "name", "list", "dict")
+TYPES_READ = {"int": int, "float": float, "list": list, "dict": dict}
 
 
 def call_with_options(*words):
@@ -207,7 +208,7 @@ def _text_option(options, name):
 def _tcl_list(interp, text):
     """A Tcl list's words, as str (Tcl's own parsing and its error)."""
     try:
-        return interp.call("lrange", text, 0, "end", result=list)
+        return interp.read_word(text, list)
     except ValueError as error:
         raise UsageError("INVALID_VALUE", str(error)) from None
 
@@ -238,44 +239,37 @@ def _typed(interp, word, kind, none_word, what):
     if name == "name":
         return _check_name(word, what)
     try:
-        if name == "int":
-            return interp.call("string", "cat", word, result=int)
-        if name == "float":
-            return interp.call("string", "cat", word, result=float)
-        if name == "bool":
-            return tcl_boolean(word)
-        if name == "list":
-            return [_typed(interp, interp.argument(w), item, none_word, what)
-                    for w in interp.call("lrange", word, 0, "end", result=list)]
-        pairs = interp.call("dict", "get", word, result=list)
-        return {key: _typed(interp, interp.argument(value), item, none_word, what)
-                for key, value in zip(pairs[0::2], pairs[1::2])}
-    except (ValueError, TclError) as error:
-        message = error.result if isinstance(error, TclError) else str(error)
-        raise UsageError("INVALID_VALUE", f"{what}: {message}", word) from None
+        value = tcl_boolean(word) if name == "bool" else interp.read_word(word, TYPES_READ[name])
+    except ValueError as error:
+        raise UsageError("INVALID_VALUE", f"{what}: {error}", word) from None
+    if name == "list":
+        return [_typed(interp, interp.argument(w), item, none_word, what) for w in value]
+    if name == "dict":
+        return {key: _typed(interp, interp.argument(w), item, none_word, what)
+                for key, w in value.items()}
+    return value
 
 
 def tcl_boolean(word):
     """A word as Tcl reads a boolean (true/false, yes/no, on/off and their
-    prefixes, in any case, or any number): asked of Tcl itself, whose `!`
-    reads its operand as Tcl_GetBooleanFromObj does.  ValueError if it is
-    none (a handle's object is none either)."""
+    prefixes, in any case, or any number).  ValueError if it is none (a
+    handle's object is none either)."""
     if not isinstance(word, str):
         raise ValueError(word)
     try:
-        return tcl.call("::tcl::mathop::!", word, result=int) == 0
-    except TclError:
+        return tcl.interp.read_word(word, bool)
+    except ValueError:      # the same words for NaN and 08, whose own are odd here
         raise ValueError(f'expected boolean value but got "{word}"') from None
 
 
 def tcl_number(word, kind):
     """`word` as Tcl reads a number of `kind` (int or float), as in `expr`:
     0x10, 0o17, 1e3 and " 5 " are numbers, non-ASCII digits are not, 1_0 is
-    one on Tcl 9 only.  The bridge's typed result of the word itself, so
-    Tcl decides.  ValueError for any other word (a handle's object too)."""
+    one on Tcl 9 only.  ValueError for any other word (a handle's object
+    too)."""
     if not isinstance(word, str):
         raise ValueError(word)
-    return tcl.call("string", "cat", word, result=kind)
+    return tcl.interp.read_word(word, kind)
 
 
 def before_load(command, operation):

@@ -710,6 +710,69 @@ Interp_argument(InterpObject *self, PyObject *word)
     return value;
 }
 
+/* A Tcl list's items, or a dict's keys and values (a Python dict, in Tcl's
+   order, a repeated key's last value kept), as str. */
+static PyObject *
+words_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj, int as_dict)
+{
+    Tcl_Size n;
+    Tcl_Obj **items;
+    if (as_dict && Tcl_DictObjSize(interp, obj, &n) != TCL_OK)
+        return value_error(interp);
+    if (Tcl_ListObjGetElements(interp, obj, &n, &items) != TCL_OK)    /* a dict's own pairs */
+        return value_error(interp);
+    PyObject *words = as_dict ? PyDict_New() : PyList_New(n);
+    for (Tcl_Size i = 0; words != NULL && i < n; i += as_dict ? 2 : 1) {
+        PyObject *item = str_from_tcl(items[i]);
+        PyObject *value = as_dict && item != NULL ? str_from_tcl(items[i + 1]) : NULL;
+        if (item == NULL || (as_dict && (value == NULL
+                                         || PyDict_SetItem(words, item, value) < 0))) {
+            Py_XDECREF(item);
+            Py_CLEAR(words);
+        } else if (as_dict) {
+            Py_DECREF(item);
+        } else {
+            PyList_SET_ITEM(words, i, item);
+        }
+        Py_XDECREF(value);
+    }
+    return words;
+}
+
+/* A word as Tcl reads a value of `kind` (bool, int, float, list or dict),
+   ValueError with Tcl's message where it reads none: the torch:: commands'
+   arguments and py call's -types.  Tcl's reading functions, not its
+   commands, so that no trace sees it and no redefined command changes it. */
+static PyObject *
+Interp_read_word(InterpObject *self, PyObject *args)
+{
+    PyObject *word, *kind;
+    if (!PyArg_ParseTuple(args, "OO:read_word", &word, &kind)
+            || usable_given_str(self, word) == NULL)
+        return NULL;
+    Tcl_Interp *interp = self->state->interp;
+    Tcl_Obj *obj = tcl_from_str(word);
+    if (obj == NULL)
+        return NULL;
+    Tcl_IncrRefCount(obj);
+    PyObject *value;
+    int truth;
+    if (kind == (PyObject *)&PyBool_Type)
+        value = Tcl_GetBooleanFromObj(interp, obj, &truth) == TCL_OK ? PyBool_FromLong(truth)
+                                                                     : value_error(interp);
+    else if (kind == (PyObject *)&PyLong_Type)
+        value = int_from_tcl(interp, obj);
+    else if (kind == (PyObject *)&PyFloat_Type)
+        value = float_from_tcl(interp, obj);
+    else if (kind == (PyObject *)&PyList_Type || kind == (PyObject *)&PyDict_Type)
+        value = words_from_tcl(interp, obj, kind == (PyObject *)&PyDict_Type);
+    else
+        value = PyErr_Format(PyExc_TypeError, "kind must be bool, int, float, list or dict, "
+                             "not %R", kind);
+    Tcl_DecrRefCount(obj);
+    return value;
+}
+
 /* Stops the running evaluation (Ctrl-C at a prompt): any thread may ask.
    With nothing running it does nothing, so that no later evaluation is
    stopped.  The GIL, held throughout, keeps the interpreter alive: Tcl
@@ -776,6 +839,9 @@ static PyMethodDef Interp_methods[] = {
      "release(obj) -> int: delete the object handle of obj (1 if it had one)"},
     {"argument", (PyCFunction)Interp_argument, METH_O,
      "argument(word): what the word passes to Python as (a live handle's object, else the str)"},
+    {"read_word", (PyCFunction)Interp_read_word, METH_VARARGS,
+     "read_word(word, kind): the word as Tcl reads a bool, int, float, list or dict "
+     "(list items, dict keys and values as str); ValueError with Tcl's message"},
     {"delete", (PyCFunction)Interp_delete, METH_NOARGS, "delete the Tcl interpreter"},
     {NULL}
 };

@@ -11,7 +11,7 @@ from .arguments import (Command, MethodCall, Param, Plan, Signature, number_betw
                         positive_int, tcl_boolean, tcl_number)
 from .autocast import INVALID_DEVICE, autocast_device
 from .current import tcl
-from .errors import TclError, UsageError
+from .errors import UsageError
 
 
 def described(value):
@@ -125,11 +125,9 @@ def scaler_state(word):
     if not isinstance(word, str):
         raise UsageError("INVALID_VALUE", NOT_A_STATE)
     try:
-        tcl.call("dict", "size", word)
-        words = [tcl.call("lindex", word, i) for i in range(int(tcl.call("llength", word)))]
-    except TclError:
+        given = tcl.interp.read_word(word, dict)
+    except ValueError:
         raise UsageError("INVALID_VALUE", NOT_A_STATE) from None
-    given = dict(zip(words[::2], words[1::2]))
     if not given:
         return {}
     state = {}
