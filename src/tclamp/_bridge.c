@@ -2028,7 +2028,9 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         if (check_plan(value, &steps, &result, &words_only, &program) < 0
                 || (result != Py_None && !PyDict_Check(result)
                     && (constant = result_to_tcl(cmd->owner, result)) == NULL)) {
-            rc = report_python_error(cmd->owner, interp);
+            rc = release_plan_keeping_outcome(interp, report_python_error(cmd->owner, interp),
+                                              value);
+            value = NULL;
         } else {
             if (constant) Tcl_IncrRefCount(constant);
             if (words_only && !any_handle && memo_usable)
