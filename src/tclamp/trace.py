@@ -7,6 +7,7 @@ it starts.  module_calls names the module each operator ran in, from this
 thread's own module calls.  Nothing is installed outside a trace: it costs
 nothing then.
 """
+import sys
 import threading
 
 import torch
@@ -54,15 +55,30 @@ _UPCAST = {dtype for dtype in DTYPE_NAMES
 UNCHECKED = None
 
 
+# Sparse layouts whose stored values values() gives (COO's are _values()).
+_COMPRESSED = {torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc}
+
+
+def has_values(tensor):
+    """False for meta and fake tensors (torch.compile's, FakeTensorMode's):
+    they have a shape and a dtype, but no values to hold inf or NaN."""
+    fake = sys.modules.get("torch._subclasses.fake_tensor")     # not loaded: none is
+    return not (tensor.is_meta or (fake is not None and isinstance(tensor, fake.FakeTensor)))
+
+
 def holds_nonfinite(tensor):
     """True or False, or UNCHECKED for an output whose values torch.isfinite
     cannot look at (a nested tensor's, say)."""
-    # Meta tensors have no values to look at.
-    if (not (tensor.is_floating_point() or tensor.is_complex())
-            or tensor.layout != torch.strided or tensor.is_meta):
+    if not (tensor.is_floating_point() or tensor.is_complex()) or not has_values(tensor):
         return False
     _looking.active = True
     try:
+        # A sparse tensor's inf or NaN is among its stored values, which
+        # torch.isfinite takes; it refuses the sparse tensor itself.
+        if tensor.layout == torch.sparse_coo:
+            tensor = tensor._values()
+        elif tensor.layout in _COMPRESSED:
+            tensor = tensor.values()
         if tensor.dtype in _UPCAST:
             tensor = tensor.float()
         return not bool(torch.isfinite(tensor).all())
