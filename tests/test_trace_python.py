@@ -1,5 +1,6 @@
 """torch::autocast_trace where Tcl cannot reach: a tracer that fails, and
 traces on two threads at once, in interpreters Python made."""
+import gc
 import threading
 
 import pytest
@@ -36,6 +37,23 @@ def test_a_failing_tracer_is_a_clear_error(interp, monkeypatch):
     assert failed.value.result == "The tracer failed: RuntimeError: cannot look at this tensor"
     assert failed.value.errorcode == "TCLAMP TRACE_FAILED RuntimeError"
     assert interp.eval("set ::after") == "8.0"
+    assert nothing_installed()
+
+
+def test_a_failed_tracer_holds_no_tensor(interp, monkeypatch):
+    """The failure kept for the command's error holds neither the output the
+    tracer failed on nor the tracer: with the cyclic collector off, the
+    output goes when the script drops it (it stayed, until a collection)."""
+    monkeypatch.setattr(trace, "holds_nonfinite", broken_check)
+    gc.disable()
+    try:
+        with pytest.raises(tclamp.TclError) as failed:
+            interp.eval("torch::autocast_trace { py exec {import weakref; out = a * 2;"
+                        " out_ref = weakref.ref(out); del out} }")
+        assert failed.value.result == "The tracer failed: RuntimeError: cannot look at this tensor"
+        assert interp.eval("py eval {out_ref() is None}") == "1"
+    finally:
+        gc.enable()
     assert nothing_installed()
 
 

@@ -100,7 +100,7 @@ class OperatorTrace(TorchDispatchMode):
         self.by_module = {}         # (module path, op, dtype) -> calls
         self.unchecked = {}         # (op, dtype) -> calls with an output not looked into
         self.first_nonfinite = {}
-        self.failure = None         # the first exception of the tracer's own
+        self.failure = None         # the tracer's first failure, as its Tcl error
         self.outer_paths = None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -109,7 +109,9 @@ class OperatorTrace(TorchDispatchMode):
             try:
                 self.record(func._schema.name, output, args)
             except Exception as error:      # reported when the script has ended
-                self.failure = error
+                # Not error itself: its traceback holds the operator's
+                # tensors, and this tracer (a cycle) through record's frame.
+                self.failure = tracer_failed(error)
         return output
 
     def on_device(self, tensors):
@@ -218,11 +220,11 @@ def run_trace(script, device_type, as_table):
         try:
             tracer.__exit__(None, None, None)
         except Exception as error:
-            tracer.failure = tracer.failure or error
+            tracer.failure = tracer.failure or tracer_failed(error)
     if outcome.code != TCL_OK:
         return outcome
     if tracer.failure is not None:
-        raise tracer_failed(tracer.failure)
+        raise tracer.failure
     trace = tracer.result()
     return table(trace) if as_table else trace
 
