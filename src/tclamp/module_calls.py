@@ -10,6 +10,7 @@ module with hooks runs its forward inside a closure that keeps its
 arguments alive in a traceback.  The wrapper's own frame holds what it
 replaced, and puts it back in `finally`.
 """
+import copy
 import sys
 import threading
 import weakref
@@ -28,7 +29,9 @@ _here = threading.local()
 def cast_inputs(value, device_type, dtype):
     """What autocast does to an operator's inputs: floating tensors on the
     device (float64 excepted) become dtype; lists, tuples and dicts are
-    looked into."""
+    looked into.  A container with nothing to cast is passed on as it is
+    (forward may fill it in place); one with something is copied, keeping
+    its type (a defaultdict's factory, an OrderedDict subclass's attributes)."""
     if isinstance(value, torch.Tensor):
         if (value.is_floating_point() and value.dtype not in (torch.float64, dtype)
                 and value.device.type == device_type):
@@ -36,9 +39,21 @@ def cast_inputs(value, device_type, dtype):
         return value
     if isinstance(value, (list, tuple)):
         items = [cast_inputs(item, device_type, dtype) for item in value]
+        if all(new is old for new, old in zip(items, value)):
+            return value
         return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
     if isinstance(value, dict):
-        return {key: cast_inputs(item, device_type, dtype) for key, item in value.items()}
+        changed = {}
+        for key, item in value.items():
+            cast = cast_inputs(item, device_type, dtype)
+            if cast is not item:
+                changed[key] = cast
+        if not changed:
+            return value
+        copied = copy.copy(value)
+        for key, cast in changed.items():
+            copied[key] = cast
+        return copied
     return value
 
 
