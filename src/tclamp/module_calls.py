@@ -57,6 +57,26 @@ def cast_inputs(value, device_type, dtype):
     return value
 
 
+def held_as(parent, module):
+    """The attribute path by which parent holds module, nearest first:
+    fc1 for a child, layers.3 for an item of a ModuleList or ModuleDict
+    child (which forward calls without calling the container); None if
+    parent does not hold it."""
+    level, seen = [("", parent)], {id(parent)}
+    while level:
+        below = []
+        for prefix, holder in level:
+            for name, child in holder._modules.items():
+                if child is None or id(child) in seen:
+                    continue
+                if child is module:
+                    return prefix + name
+                seen.add(id(child))
+                below.append((f"{prefix}{name}.", child))
+        level = below
+    return None
+
+
 def call(module, /, *args, **kwargs):
     """torch.nn.Module.__call__ while tclamp needs it."""
     paths = getattr(_here, "paths", None)
@@ -64,9 +84,7 @@ def call(module, /, *args, **kwargs):
         return _ruled_call(module, args, kwargs)
     if paths:
         parent, parent_path = paths[-1]
-        name = next((n for n, child in parent.named_children() if child is module),
-                    type(module).__name__)
-        path = f"{parent_path}.{name}"
+        path = f"{parent_path}.{held_as(parent, module) or type(module).__name__}"
     else:
         path = type(module).__name__
     paths.append((module, path))
