@@ -6,6 +6,7 @@ import threading
 import pytest
 import torch
 
+import processes
 import tclamp
 from tclamp import trace
 
@@ -100,3 +101,29 @@ def test_a_trace_sees_its_own_thread_only():
     for thread in threads:
         thread.join()
     assert results == {"mm": "{aten::mm 50}", "add": "{aten::add 50}"}
+
+
+def test_a_rule_set_while_a_rule_is_set_on_the_same_thread(tmp_path):
+    """A module whose __hash__ runs Tcl that sets another module's rule:
+    the rule table hashes it under its lock, and the inner command took
+    the same lock again (tclsh hung)."""
+    r = processes.tclsh(tmp_path, """
+        package require tclamp
+        py exec {
+        import torch, tclamp
+        other = torch.nn.Linear(2, 2)
+        class Hashing(torch.nn.Linear):
+            def __hash__(self):
+                tclamp.tcl.eval("torch::autocast_module_dtype [py eval other] float32 cpu")
+                return id(self)
+        module = Hashing(2, 2)
+        }
+        puts [torch::autocast_module_dtype [py eval module] float16 cpu]
+        puts [llength [torch::autocast_module_rules cpu]]
+        puts [torch::autocast_module_dtype [py eval module] none cpu]
+        puts [torch::autocast_module_dtype [py eval other] none cpu]
+        puts [llength [torch::autocast_module_rules cpu]]
+    """)
+    processes.assert_clean(r)
+    assert r.stdout.split("\n") == ["module dtype set", "2", "module dtype removed",
+                                    "module dtype removed", "0", ""]

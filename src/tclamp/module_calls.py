@@ -20,7 +20,9 @@ import torch
 _torch_call = torch.nn.Module.__call__
 # module -> {device type: dtype}; a module that goes away takes its rules
 rules = weakref.WeakKeyDictionary()
-_lock = threading.Lock()
+# Reentrant: a module's __hash__ (the table hashes it under the lock) or a
+# finalizer may run Tcl that sets another rule on this thread.
+_lock = threading.RLock()
 _traces = 0                     # traces running, on every thread
 # Per thread: the module path stack of this thread's traces, or None.
 _here = threading.local()
