@@ -192,6 +192,23 @@ def test_ctrl_c_stops_a_tcl_loop_and_a_vwait(prompt):
     assert run(prompt, "expr {6 * 7}") == "42"          # the interpreter goes on
 
 
+def test_ctrl_c_stops_a_gets_stdin_and_stdin_reads_on(prompt):
+    """Tcl's own stdin reads again after a signal: the prompt's stdin ends
+    a blocking read that Ctrl-C came for, and otherwise is Tcl's (the
+    terminal's options, a line read, non-blocking reads)."""
+    out, took = interrupt(prompt, "catch {gets stdin line}; puts {not reached}")
+    assert out == "^Cinterrupted" and took < 5
+    assert run(prompt, "info exists line") == "0"
+    prompt.sendline("puts [gets stdin x]/$x")
+    prompt.expect_exact("puts [gets stdin x]/$x")
+    prompt.sendline("hello")
+    prompt.expect_exact("5/hello")
+    prompt.expect_exact("% ")
+    assert run(prompt, "dict exists [fconfigure stdin] -mode") == "1"
+    assert run(prompt, "fconfigure stdin -blocking 0; list [gets stdin] [fblocked stdin]") == "{} 1"
+    assert run(prompt, "fconfigure stdin -blocking 1; fconfigure stdin -blocking") == "1"
+
+
 def test_ctrl_c_in_python_code_under_catch_stops_the_command(prompt):
     out, took = interrupt(prompt, "catch {py exec {while True: pass}}; puts {not reached}")
     assert out == "^Cinterrupted" and took < 5
@@ -327,6 +344,25 @@ def test_ctrl_c_ends_a_script_as_a_shell_reports_it(tmp_path):
     time.sleep(0.5)
     child.send_signal(signal.SIGINT)
     out, err = child.communicate(timeout=60)
+    assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
+
+
+def test_ctrl_c_ends_a_script_waiting_in_gets_stdin(tmp_path):
+    (tmp_path / "reads.tcl").write_text(
+        "puts started\nflush stdout\ncatch {gets stdin line}\nputs {after the catch}\n")
+    child = subprocess.Popen([sys.executable, "-m", "tclamp", "reads.tcl"], cwd=tmp_path,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=python_buffered_env(),
+                             preexec_fn=sigint_as_at_a_terminal)
+    assert child.stdout.readline() == "started\n"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGINT)
+    try:
+        child.wait(timeout=60)      # stdin stays open: no end of file ends the read
+    finally:
+        child.kill()
+    out, err = child.stdout.read(), child.stderr.read()
+    child.stdin.close()
     assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
 
 

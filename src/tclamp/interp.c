@@ -16,6 +16,8 @@
  */
 #include "bridge.h"
 #include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1200,6 +1202,138 @@ order_stdout_with_python(Tcl_Interp *interp)
     Tcl_CreateThreadExitHandler(unorder_stdout, NULL);
 }
 
+/* The prompt's stdin (`tclamp`, `tclamp script.tcl`).  Ctrl-C there cancels
+   the running script, but Tcl's own stdin driver reads again when a signal
+   interrupts its read, so a `gets stdin` went on waiting for a line.  This
+   channel, stacked on that one, waits for input a tenth of a second at a
+   time, and fails a blocking read with EINTR once the prompt has asked
+   (interrupt_stdin, after it cancelled the script) since the read began. */
+typedef struct {
+    Tcl_Channel self;
+    int blocking;
+} PromptStdin;
+
+static atomic_uint stdin_interrupts;    /* interrupt_stdin's calls, ever */
+
+static Tcl_Channel
+below_prompt_stdin(ClientData cd)
+{
+    return Tcl_GetStackedChannel(((PromptStdin *)cd)->self);
+}
+
+static int
+prompt_stdin_input(ClientData cd, char *buf, int toRead, int *errorCodePtr)
+{
+    PromptStdin *in = cd;
+    Tcl_Channel below = below_prompt_stdin(cd);
+    ClientData handle;
+    if (in->blocking && Tcl_GetChannelHandle(below, TCL_READABLE, &handle) == TCL_OK) {
+        unsigned int asked = atomic_load(&stdin_interrupts);
+        struct pollfd ready = {(int)(intptr_t)handle, POLLIN, 0};
+        int n;
+        while ((n = poll(&ready, 1, 100)) == 0 || (n < 0 && errno == EINTR)) {
+            if (atomic_load(&stdin_interrupts) != asked) {
+                /* The cancel that came first takes hold now, as in `after`'s
+                   wait, so that no command runs on after the read fails. */
+                if (Tcl_AsyncReady())
+                    Tcl_AsyncInvoke(NULL, TCL_OK);
+                *errorCodePtr = EINTR;
+                return -1;
+            }
+        }
+    }
+    int n = Tcl_ReadRaw(below, buf, toRead);
+    if (n < 0)
+        *errorCodePtr = Tcl_GetErrno();
+    return n;
+}
+
+static int
+prompt_stdin_block_mode(ClientData cd, int mode)
+{
+    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_DriverBlockModeProc *set = Tcl_ChannelBlockModeProc(Tcl_GetChannelType(below));
+    ((PromptStdin *)cd)->blocking = mode == TCL_MODE_BLOCKING;
+    return set ? set(Tcl_GetChannelInstanceData(below), mode) : 0;
+}
+
+static void
+prompt_stdin_watch(ClientData cd, int mask)
+{
+    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_ChannelWatchProc(Tcl_GetChannelType(below))(Tcl_GetChannelInstanceData(below), mask);
+}
+
+static int
+prompt_stdin_handle(ClientData cd, int direction, ClientData *handlePtr)
+{
+    return Tcl_GetChannelHandle(below_prompt_stdin(cd), direction, handlePtr);
+}
+
+/* The terminal's options (-mode, Tcl 9's -inputmode) are the driver's below. */
+static int
+prompt_stdin_get_option(ClientData cd, Tcl_Interp *interp, const char *name, Tcl_DString *value)
+{
+    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_DriverGetOptionProc *get = Tcl_ChannelGetOptionProc(Tcl_GetChannelType(below));
+    if (get != NULL)
+        return get(Tcl_GetChannelInstanceData(below), interp, name, value);
+    return name == NULL ? TCL_OK : Tcl_BadChannelOption(interp, name, "");
+}
+
+static int
+prompt_stdin_set_option(ClientData cd, Tcl_Interp *interp, const char *name, const char *value)
+{
+    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_DriverSetOptionProc *set = Tcl_ChannelSetOptionProc(Tcl_GetChannelType(below));
+    if (set != NULL)
+        return set(Tcl_GetChannelInstanceData(below), interp, name, value);
+    return Tcl_BadChannelOption(interp, name, "");
+}
+
+static int
+prompt_stdin_close(ClientData cd, Tcl_Interp *interp, int flags)
+{
+    if ((flags & (TCL_CLOSE_READ | TCL_CLOSE_WRITE)) == 0)
+        ckfree(cd);
+    return 0;
+}
+
+static const Tcl_ChannelType prompt_stdin_type = {
+    "tclamp-prompt-stdin", TCL_CHANNEL_VERSION_5, TCL_CLOSE2PROC, prompt_stdin_input, NULL,
+    NULL, prompt_stdin_set_option, prompt_stdin_get_option, prompt_stdin_watch,
+    prompt_stdin_handle, prompt_stdin_close, prompt_stdin_block_mode, NULL, NULL, NULL, NULL,
+    NULL
+};
+
+/* interruptible_stdin(): this thread's Tcl stdin becomes the prompt's (once). */
+static PyObject *
+bridge_interruptible_stdin(PyObject *module, PyObject *unused)
+{
+    Tcl_Channel in = Tcl_GetStdChannel(TCL_STDIN);
+    if (in != NULL && Tcl_GetChannelType(Tcl_GetTopChannel(in)) != &prompt_stdin_type) {
+        PromptStdin *p = (PromptStdin *)ckalloc(sizeof(PromptStdin));
+        Tcl_DString mode;
+        Tcl_DStringInit(&mode);
+        Tcl_GetChannelOption(NULL, in, "-blocking", &mode);
+        p->blocking = strcmp(Tcl_DStringValue(&mode), "0") != 0;
+        Tcl_DStringFree(&mode);
+        p->self = Tcl_StackChannel(NULL, &prompt_stdin_type, p, TCL_READABLE, in);
+        if (p->self == NULL)    /* stdin is not readable: nothing waits on it */
+            ckfree(p);
+    }
+    Py_RETURN_NONE;
+}
+
+/* interrupt_stdin(): a blocking read of the prompt's stdin that began
+   before it ends, interrupted (EINTR); any thread may ask. */
+static PyObject *
+bridge_interrupt_stdin(PyObject *module, PyObject *unused)
+{
+    atomic_fetch_add(&stdin_interrupts, 1);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
@@ -1338,6 +1472,11 @@ static PyMethodDef bridge_methods[] = {
      "tclamp's Tcl work (tkinter_entry.py), if its module at path uses tclamp's Tcl"},
     {"keep_gil", bridge_keep_gil, METH_NOARGS,
      "keep_gil(): this thread keeps the GIL while it runs Tcl (for tohil)"},
+    {"interruptible_stdin", bridge_interruptible_stdin, METH_NOARGS,
+     "interruptible_stdin(): this thread's Tcl stdin becomes the prompt's, whose blocking "
+     "read interrupt_stdin() ends"},
+    {"interrupt_stdin", bridge_interrupt_stdin, METH_NOARGS,
+     "interrupt_stdin(): a blocking read of the prompt's stdin ends with EINTR (any thread)"},
     {"current", bridge_current, METH_NOARGS,
      "the Interp whose Tcl command is running Python in this thread, or None"},
     {"thread_ended", bridge_thread_ended, METH_NOARGS,

@@ -26,6 +26,7 @@ import sys
 import threading
 from pathlib import Path
 
+from . import _bridge
 from .bridge import py_interact
 from .errors import TclError, describe_error
 
@@ -71,6 +72,7 @@ class Evaluator:
         interp.create_command("::tclamp::prompt::exit", self.exit)
         interp.create_command("::py::interact", self.interact)
         interp.eval(EXIT)
+        _bridge.interruptible_stdin()
         reader, self.wakeup = socket.socketpair()
         self.wakeup.setblocking(False)
         signal.set_wakeup_fd(self.wakeup.fileno(), warn_on_full_buffer=False)
@@ -81,12 +83,15 @@ class Evaluator:
         self.interp.cancel()
 
     def cancel_running(self):
-        """Cancels the running script, once, unless Python's prompt runs in
-        it; whether one was running."""
+        """Cancels the running script, once, and ends a `gets stdin` it
+        waits in, unless Python's prompt runs in it; whether one was
+        running."""
         with self.lock:
-            if self.running and not self.canceled and not self.python_prompts:
-                self.canceled = True
-                self.cancel()
+            if self.running and not self.python_prompts:
+                if not self.canceled:
+                    self.canceled = True
+                    self.cancel()
+                _bridge.interrupt_stdin()   # each time: a read may begin after a cancel
             return self.running
 
     def watch(self, reader):
