@@ -1486,14 +1486,14 @@ delete_handles_since(InterpState *owner, unsigned long mark)
     handle_list_delete(&made);
 }
 
+static int wrong_args(Tcl_Interp *interp, const char *usage);
+
 int
 release_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[])
 {
     InterpState *owner = cd;
-    if (objc != 2) {
-        Tcl_WrongNumArgs(interp, 1, objv, "handle");
-        return TCL_ERROR;
-    }
+    if (objc != 2)
+        return wrong_args(interp, "py release handle");
     Entry e;
     if (enter(&e, owner, interp) < 0)
         return TCL_ERROR;
