@@ -1004,6 +1004,7 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
        errorInfo starts with instead of the message, or None]) */
     PyObject *desc = (describe_error && value)
         ? PyObject_CallOneArg(describe_error, value) : NULL;
+    unsigned long mark = handles_made;      /* those converting it makes */
     Tcl_Obj *message = NULL, *code = NULL, *info = NULL, *head = NULL;
     Py_ssize_t size = desc != NULL && PyTuple_Check(desc) ? PyTuple_GET_SIZE(desc) : 0;
     if (size == 3 || size == 4) {
@@ -1027,6 +1028,10 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         info = NULL;
         describe_in_c(value, &message, &code);
     }
+    /* An error's text keeps no handle: an object in a TclError's result or
+       errorCode got one that no script could release (one per error). */
+    if (handles_made != mark && owner != NULL)
+        delete_handles_since(owner, mark);
     int rc = tcl_error_code(value);
     if (rc == TCL_ERROR && value != NULL)
         keep_in_flight(value, code);
