@@ -1,6 +1,7 @@
 """torch::autocast_trace where Tcl cannot reach: a tracer that fails, and
 traces on two threads at once, in interpreters Python made."""
 import gc
+import sys
 import threading
 
 import pytest
@@ -127,3 +128,43 @@ def test_a_rule_set_while_a_rule_is_set_on_the_same_thread(tmp_path):
     processes.assert_clean(r)
     assert r.stdout.split("\n") == ["module dtype set", "2", "module dtype removed",
                                     "module dtype removed", "0", ""]
+
+
+def test_the_rule_list_is_read_while_another_thread_sets_rules():
+    """torch::autocast_module_rules read the rule table while another
+    thread could set a rule in it: 'dictionary changed size during
+    iteration'.  A trace function stands for the thread switch, at every
+    line Python runs while the list is made."""
+    from tclamp import module_calls, module_rules
+    kept = [torch.nn.Linear(1, 1) for _ in range(3)]
+    added = []
+
+    def add_rule():
+        added.append(torch.nn.Linear(1, 1))
+        module_calls.set_rule(added[-1], "cpu", torch.float16)
+
+    def switch(frame, event, arg):
+        if event == "line":
+            other = threading.Thread(target=add_rule)
+            other.start()
+            other.join()
+        return switch
+
+    for module in kept:
+        module_calls.set_rule(module, "cpu", torch.float32)
+    try:
+        sys.settrace(switch)
+        try:
+            listed = module_rules.rule_list("cpu")
+        finally:
+            sys.settrace(None)
+        # the table as it was at one moment: the rules set before, then
+        # those the other thread had set by then
+        rows = [(row["module"], row["dtype"]) for row in listed]
+        assert rows == ([(module, "float32") for module in kept]
+                        + [(module, "float16") for module in added[:len(rows) - len(kept)]])
+        assert len(added) > len(rows) - len(kept)   # it set some while the table was read
+    finally:
+        for module in kept + added:
+            module_calls.set_rule(module, "cpu", None)
+    assert not module_calls.rules and not module_calls.installed()

@@ -169,6 +169,15 @@ def set_rule(module, device_type, dtype):
         _update()
 
 
+def rule_table():
+    """The rules now, as (module, {device type: dtype}) pairs.  The table is
+    copied in one step (in C) before it is read: another thread's set_rule,
+    or a finalizer's, would otherwise change it while it is iterated."""
+    table = rules.data.copy()
+    return [(module, dict(dtypes)) for ref, dtypes in table.items()
+            if (module := ref()) is not None]
+
+
 def trace_begin():
     """This thread's traces start seeing module paths; returns what to
     give trace_end."""

@@ -34,8 +34,8 @@ def set_rule(module, dtype, device_type):
 
 def rule_list(device_type):
     return [{"module": module, "device_type": device, "dtype": DTYPE_NAMES[dtype]}
-            for module, dtypes in list(module_calls.rules.items())
-            for device, dtype in list(dtypes.items())
+            for module, dtypes in module_calls.rule_table()
+            for device, dtype in dtypes.items()
             if device_type is None or device == device_type]
 
 
