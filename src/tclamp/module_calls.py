@@ -59,24 +59,34 @@ def cast_inputs(value, device_type, dtype):
     return value
 
 
-def held_as(parent, module):
-    """The attribute path by which parent holds module, nearest first:
-    fc1 for a child, layers.3 for an item of a ModuleList or ModuleDict
-    child (which forward calls without calling the container); None if
-    parent does not hold it."""
-    level, seen = [("", parent)], {id(parent)}
+def held_names(parent):
+    """What parent holds, by id: (module, attribute path), the nearest path
+    first: fc1 for a child, layers.3 for an item of a ModuleList or
+    ModuleDict child (which forward calls without calling the container)."""
+    names, level = {id(parent): (parent, None)}, [("", parent)]
     while level:
         below = []
         for prefix, holder in level:
             for name, child in holder._modules.items():
-                if child is None or id(child) in seen:
-                    continue
-                if child is module:
-                    return prefix + name
-                seen.add(id(child))
-                below.append((f"{prefix}{name}.", child))
+                if child is not None and id(child) not in names:
+                    names[id(child)] = (child, prefix + name)
+                    below.append((f"{prefix}{name}.", child))
         level = below
-    return None
+    return names
+
+
+def held_as(caller, module):
+    """module's path under the module that calls it (its class name if that
+    one does not hold it).  caller's names are read once per call of its
+    forward, not per module it calls: looking through a 1000-layer model
+    for each layer cost seconds a pass.  A child that forward makes
+    as it runs (made on first use) is among its direct children."""
+    if caller[2] is None:
+        caller[2] = held_names(caller[0])
+    held, name = caller[2].get(id(module), (None, None))
+    if held is not module:
+        name = next((n for n, child in caller[0]._modules.items() if child is module), None)
+    return name or type(module).__name__
 
 
 def call(module, /, *args, **kwargs):
@@ -84,12 +94,9 @@ def call(module, /, *args, **kwargs):
     paths = getattr(_here, "paths", None)
     if paths is None:
         return _ruled_call(module, args, kwargs)
-    if paths:
-        parent, parent_path = paths[-1]
-        path = f"{parent_path}.{held_as(parent, module) or type(module).__name__}"
-    else:
-        path = type(module).__name__
-    paths.append((module, path))
+    # [module, path, what it holds (held_names, when it first calls one)]
+    path = f"{paths[-1][1]}.{held_as(paths[-1], module)}" if paths else type(module).__name__
+    paths.append([module, path, None])
     try:
         return _ruled_call(module, args, kwargs)
     finally:
