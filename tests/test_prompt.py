@@ -366,6 +366,24 @@ def test_ctrl_c_ends_a_script_waiting_in_gets_stdin(tmp_path):
     assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
 
 
+def test_a_script_seeks_its_stdin_from_a_file_as_in_tclsh(tmp_path):
+    """tclamp script.tcl < file: tell and seek are the file's, as in tclsh
+    (the prompt's stdin, stacked on it, had none: tell -1, seek failed)."""
+    (tmp_path / "in.txt").write_text("one\ntwo\n")
+    (tmp_path / "seeks.tcl").write_text(
+        "gets stdin a\nputs [list $a [tell stdin]]\nseek stdin 0\n"
+        "puts [list [gets stdin] [read stdin] [tell stdin] [eof stdin]]\n"
+        "seek stdin -4 end\nputs [gets stdin]\n")
+    runs = []
+    for program in [TCLSH], [sys.executable, "-m", "tclamp"]:
+        with open(tmp_path / "in.txt") as stdin:
+            runs.append(subprocess.run([*program, "seeks.tcl"], stdin=stdin,
+                                       capture_output=True, text=True, cwd=tmp_path,
+                                       env=tcl_env()))
+    assert [(r.stdout, r.stderr, r.returncode) for r in runs] == \
+        [("one 4\none {two\n} 8 1\ntwo\n", "", 0)] * 2
+
+
 # Read from a pipe, tclsh prints no banner, prompt or result, only errors;
 # `gets stdin` in a command reads the line after it.
 PIPED = """gets stdin x

@@ -1291,6 +1291,30 @@ prompt_stdin_set_option(ClientData cd, Tcl_Interp *interp, const char *name, con
     return Tcl_BadChannelOption(interp, name, "");
 }
 
+/* seek and tell (stdin redirected from a file) are the driver's below:
+   Tcl seeks only a channel whose own type can. */
+static long long
+prompt_stdin_wide_seek(ClientData cd, long long offset, int mode, int *errorCodePtr)
+{
+    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_DriverWideSeekProc *seek = Tcl_ChannelWideSeekProc(Tcl_GetChannelType(below));
+    if (seek != NULL)
+        return seek(Tcl_GetChannelInstanceData(below), offset, mode, errorCodePtr);
+    *errorCodePtr = EINVAL;
+    return -1;
+}
+
+#if TCL_MAJOR_VERSION < 9
+/* Tcl 8.6 seeks a channel only if its type has the narrow one too. */
+static int
+prompt_stdin_seek(ClientData cd, long offset, int mode, int *errorCodePtr)
+{
+    return (int)prompt_stdin_wide_seek(cd, offset, mode, errorCodePtr);
+}
+#else
+#define prompt_stdin_seek NULL
+#endif
+
 static int
 prompt_stdin_close(ClientData cd, Tcl_Interp *interp, int flags)
 {
@@ -1301,9 +1325,9 @@ prompt_stdin_close(ClientData cd, Tcl_Interp *interp, int flags)
 
 static const Tcl_ChannelType prompt_stdin_type = {
     "tclamp-prompt-stdin", TCL_CHANNEL_VERSION_5, TCL_CLOSE2PROC, prompt_stdin_input, NULL,
-    NULL, prompt_stdin_set_option, prompt_stdin_get_option, prompt_stdin_watch,
-    prompt_stdin_handle, prompt_stdin_close, prompt_stdin_block_mode, NULL, NULL, NULL, NULL,
-    NULL
+    prompt_stdin_seek, prompt_stdin_set_option, prompt_stdin_get_option, prompt_stdin_watch,
+    prompt_stdin_handle, prompt_stdin_close, prompt_stdin_block_mode, NULL, NULL,
+    prompt_stdin_wide_seek, NULL, NULL
 };
 
 /* interruptible_stdin(): this thread's Tcl stdin becomes the prompt's (once). */
