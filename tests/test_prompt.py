@@ -595,6 +595,28 @@ def test_ctrl_c_under_py_interact_is_python_s(prompt):
     assert run(prompt, "set from_python") == "1"
 
 
+def test_ctrl_c_under_py_interact_ends_a_tcl_gets_stdin(prompt):
+    """Python code waiting in Tcl's gets stdin gets its KeyboardInterrupt
+    at Ctrl-C (it waited for a line: the read went on, and Python's
+    handler only runs once it returns)."""
+    prompt.sendline("py interact; puts {after interact}")
+    prompt.expect_exact(">>> ")
+    prompt.sendline("import tclamp; tclamp.tcl.eval('gets stdin')")
+    prompt.expect_exact("tclamp.tcl.eval('gets stdin')\r\n")
+    time.sleep(1)
+    prompt.sendintr()
+    prompt.expect_exact(">>> ")
+    assert prompt.before.replace("\r\n", "\n").splitlines()[-1] == "KeyboardInterrupt"
+    prompt.sendline("tclamp.tcl.eval('gets stdin')")
+    prompt.expect_exact("tclamp.tcl.eval('gets stdin')\r\n")
+    prompt.sendline("a line")
+    prompt.expect_exact(">>> ")
+    assert prompt.before.replace("\r\n", "\n") == "a line\n'a line'\n"
+    prompt.sendeof()
+    prompt.expect_exact("% ")
+    assert prompt.before.replace("\r", "") == "\nafter interact\n"
+
+
 @pytest.mark.parametrize("python,script", [
     ('tclamp.tcl.eval("exit 3")', "puts [catch {py interact}]\nputs after\n"),
     ('tclamp.tcl.eval("proc f {} {exit 3}; f")', "puts [catch {py interact}]\nputs after\n"),

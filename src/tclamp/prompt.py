@@ -83,14 +83,14 @@ class Evaluator:
         self.interp.cancel()
 
     def cancel_running(self):
-        """Cancels the running script, once, and ends a `gets stdin` it
-        waits in, unless Python's prompt runs in it; whether one was
-        running."""
+        """Cancels the running script, once, unless Python's prompt runs in
+        it, and ends a `gets stdin` it waits in (under Python's prompt, the
+        KeyboardInterrupt then comes); whether one was running."""
         with self.lock:
-            if self.running and not self.python_prompts:
-                if not self.canceled:
-                    self.canceled = True
-                    self.cancel()
+            if self.running and not self.python_prompts and not self.canceled:
+                self.canceled = True
+                self.cancel()
+            if self.running:
                 _bridge.interrupt_stdin()   # each time: a read may begin after a cancel
             return self.running
 
