@@ -726,16 +726,14 @@ words_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj, int as_dict)
     PyObject *words = as_dict ? PyDict_New() : PyList_New(n);
     for (Tcl_Size i = 0; words != NULL && i < n; i += as_dict ? 2 : 1) {
         PyObject *item = str_from_tcl(items[i]);
-        PyObject *value = as_dict && item != NULL ? str_from_tcl(items[i + 1]) : NULL;
-        if (item == NULL || (as_dict && (value == NULL
-                                         || PyDict_SetItem(words, item, value) < 0))) {
-            Py_XDECREF(item);
-            Py_CLEAR(words);
-        } else if (as_dict) {
-            Py_DECREF(item);
-        } else {
+        if (item != NULL && !as_dict) {
             PyList_SET_ITEM(words, i, item);
+            continue;
         }
+        PyObject *value = item != NULL ? str_from_tcl(items[i + 1]) : NULL;
+        if (value == NULL || PyDict_SetItem(words, item, value) < 0)
+            Py_CLEAR(words);
+        Py_XDECREF(item);
         Py_XDECREF(value);
     }
     return words;
@@ -1095,6 +1093,36 @@ load_libtcl(void)
     return 0;
 }
 
+/* tclamp's two stacked channels (ordered stdout, the prompt's stdin): the
+   instance data of each starts with its own Tcl_Channel, and what they do
+   not change is the driver's below. */
+static Tcl_Channel
+stacked_below(ClientData cd)
+{
+    return Tcl_GetStackedChannel(*(Tcl_Channel *)cd);
+}
+
+static void
+stacked_watch(ClientData cd, int mask)
+{
+    Tcl_Channel below = stacked_below(cd);
+    Tcl_ChannelWatchProc(Tcl_GetChannelType(below))(Tcl_GetChannelInstanceData(below), mask);
+}
+
+static int
+stacked_handle(ClientData cd, int direction, ClientData *handlePtr)
+{
+    return Tcl_GetChannelHandle(stacked_below(cd), direction, handlePtr);
+}
+
+static int
+stacked_close(ClientData cd, Tcl_Interp *interp, int flags)
+{
+    if ((flags & (TCL_CLOSE_READ | TCL_CLOSE_WRITE)) == 0)
+        ckfree(cd);
+    return 0;
+}
+
 /* Python host: both Python's sys.stdout and Tcl's stdout buffer what is
    written.  Tcl's is stacked with this channel, which writes out Python's
    buffer before each write of Tcl's; Tcl's is written out before Python
@@ -1130,32 +1158,10 @@ ordered_output(ClientData cd, const char *buf, int toWrite, int *errorCodePtr)
             leave(&e);
         }
     }
-    int written = Tcl_WriteRaw(Tcl_GetStackedChannel(o->self), buf, toWrite);
+    int written = Tcl_WriteRaw(stacked_below(o), buf, toWrite);
     if (written < 0)
         *errorCodePtr = Tcl_GetErrno();
     return written;
-}
-
-static void
-ordered_watch(ClientData cd, int mask)
-{
-    Tcl_Channel below = Tcl_GetStackedChannel(((OrderedStdout *)cd)->self);
-    Tcl_ChannelWatchProc(Tcl_GetChannelType(below))(Tcl_GetChannelInstanceData(below), mask);
-}
-
-static int
-ordered_handle(ClientData cd, int direction, ClientData *handlePtr)
-{
-    return Tcl_GetChannelHandle(Tcl_GetStackedChannel(((OrderedStdout *)cd)->self),
-                                direction, handlePtr);
-}
-
-static int
-ordered_close(ClientData cd, Tcl_Interp *interp, int flags)
-{
-    if ((flags & (TCL_CLOSE_READ | TCL_CLOSE_WRITE)) == 0)
-        ckfree(cd);
-    return 0;
 }
 
 static int
@@ -1166,7 +1172,7 @@ ordered_block_mode(ClientData cd, int mode)
 
 static const Tcl_ChannelType ordered_stdout_type = {
     "tclamp-ordered-stdout", TCL_CHANNEL_VERSION_5, TCL_CLOSE2PROC, NULL, ordered_output,
-    NULL, NULL, NULL, ordered_watch, ordered_handle, ordered_close, ordered_block_mode,
+    NULL, NULL, NULL, stacked_watch, stacked_handle, stacked_close, ordered_block_mode,
     NULL, NULL, NULL, NULL, NULL
 };
 
@@ -1215,17 +1221,11 @@ typedef struct {
 
 static atomic_uint stdin_interrupts;    /* interrupt_stdin's calls, ever */
 
-static Tcl_Channel
-below_prompt_stdin(ClientData cd)
-{
-    return Tcl_GetStackedChannel(((PromptStdin *)cd)->self);
-}
-
 static int
 prompt_stdin_input(ClientData cd, char *buf, int toRead, int *errorCodePtr)
 {
     PromptStdin *in = cd;
-    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_Channel below = stacked_below(cd);
     ClientData handle;
     if (in->blocking && Tcl_GetChannelHandle(below, TCL_READABLE, &handle) == TCL_OK) {
         unsigned int asked = atomic_load(&stdin_interrupts);
@@ -1251,30 +1251,17 @@ prompt_stdin_input(ClientData cd, char *buf, int toRead, int *errorCodePtr)
 static int
 prompt_stdin_block_mode(ClientData cd, int mode)
 {
-    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_Channel below = stacked_below(cd);
     Tcl_DriverBlockModeProc *set = Tcl_ChannelBlockModeProc(Tcl_GetChannelType(below));
     ((PromptStdin *)cd)->blocking = mode == TCL_MODE_BLOCKING;
     return set ? set(Tcl_GetChannelInstanceData(below), mode) : 0;
-}
-
-static void
-prompt_stdin_watch(ClientData cd, int mask)
-{
-    Tcl_Channel below = below_prompt_stdin(cd);
-    Tcl_ChannelWatchProc(Tcl_GetChannelType(below))(Tcl_GetChannelInstanceData(below), mask);
-}
-
-static int
-prompt_stdin_handle(ClientData cd, int direction, ClientData *handlePtr)
-{
-    return Tcl_GetChannelHandle(below_prompt_stdin(cd), direction, handlePtr);
 }
 
 /* The terminal's options (-mode, Tcl 9's -inputmode) are the driver's below. */
 static int
 prompt_stdin_get_option(ClientData cd, Tcl_Interp *interp, const char *name, Tcl_DString *value)
 {
-    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_Channel below = stacked_below(cd);
     Tcl_DriverGetOptionProc *get = Tcl_ChannelGetOptionProc(Tcl_GetChannelType(below));
     if (get != NULL)
         return get(Tcl_GetChannelInstanceData(below), interp, name, value);
@@ -1284,7 +1271,7 @@ prompt_stdin_get_option(ClientData cd, Tcl_Interp *interp, const char *name, Tcl
 static int
 prompt_stdin_set_option(ClientData cd, Tcl_Interp *interp, const char *name, const char *value)
 {
-    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_Channel below = stacked_below(cd);
     Tcl_DriverSetOptionProc *set = Tcl_ChannelSetOptionProc(Tcl_GetChannelType(below));
     if (set != NULL)
         return set(Tcl_GetChannelInstanceData(below), interp, name, value);
@@ -1296,7 +1283,7 @@ prompt_stdin_set_option(ClientData cd, Tcl_Interp *interp, const char *name, con
 static long long
 prompt_stdin_wide_seek(ClientData cd, long long offset, int mode, int *errorCodePtr)
 {
-    Tcl_Channel below = below_prompt_stdin(cd);
+    Tcl_Channel below = stacked_below(cd);
     Tcl_DriverWideSeekProc *seek = Tcl_ChannelWideSeekProc(Tcl_GetChannelType(below));
     if (seek != NULL)
         return seek(Tcl_GetChannelInstanceData(below), offset, mode, errorCodePtr);
@@ -1315,18 +1302,10 @@ prompt_stdin_seek(ClientData cd, long offset, int mode, int *errorCodePtr)
 #define prompt_stdin_seek NULL
 #endif
 
-static int
-prompt_stdin_close(ClientData cd, Tcl_Interp *interp, int flags)
-{
-    if ((flags & (TCL_CLOSE_READ | TCL_CLOSE_WRITE)) == 0)
-        ckfree(cd);
-    return 0;
-}
-
 static const Tcl_ChannelType prompt_stdin_type = {
     "tclamp-prompt-stdin", TCL_CHANNEL_VERSION_5, TCL_CLOSE2PROC, prompt_stdin_input, NULL,
-    prompt_stdin_seek, prompt_stdin_set_option, prompt_stdin_get_option, prompt_stdin_watch,
-    prompt_stdin_handle, prompt_stdin_close, prompt_stdin_block_mode, NULL, NULL,
+    prompt_stdin_seek, prompt_stdin_set_option, prompt_stdin_get_option, stacked_watch,
+    stacked_handle, stacked_close, prompt_stdin_block_mode, NULL, NULL,
     prompt_stdin_wide_seek, NULL, NULL
 };
 
