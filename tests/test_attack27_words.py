@@ -165,7 +165,7 @@ WORDS = [
     ('torch::grad_scaler_scale nothing $t',
      (1, 'Invalid scaler: expected a scaler handle, got "nothing"', ['TCLAMP', 'INVALID_HANDLE', '-scaler', 'nothing'])),
     ('torch::grad_scaler_scale ::py::obj999999 $t',
-     (1, 'ValueError: py object handle "::py::obj999999" has been released', ['PYTHON', 'ValueError', 'py object handle "::py::obj999999" has been released'])),
+     (1, 'ValueError: py object handle "::py::obj999999" was never made', ['PYTHON', 'ValueError', 'py object handle "::py::obj999999" was never made'])),
     ('torch::grad_scaler_step $s $t',
      (1, 'Invalid optimizer: expected an optimizer handle, got a Tensor', ['TCLAMP', 'INVALID_HANDLE', '-optimizer', '<Tensor>'])),
     ('torch::grad_scaler_step $o $s',

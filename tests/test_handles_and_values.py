@@ -80,6 +80,10 @@ set h2 [py call Thing 2]
 rename $h2 {}
 out released-argument [catch {py call str $h2} m] $m $::errorCode
 out released-command [catch {$h2 get} m] $m
+# names of the handle form that no handle had: a number not reached, a leading zero
+out never-made [catch {py call str ::py::obj99999999} m] $m $::errorCode \
+    [catch {py call str ::py::obj02} m] $m [catch {py call str ::py::obj0} m] $m \
+    [catch {py call str ::py::obj[string repeat 9 30]} m] [string match "*was never made" $m]
 out same-object [expr {[$h same] eq $h}] [expr {[$h same] eq $h}] [py call count]
 set ::victim [py call Thing 3]
 py call refer $::victim
@@ -151,6 +155,10 @@ VALUES_EXPECTED = {
     "released-argument": ('1 ValueError: py object handle "::py::obj2" has been released '
                           'PYTHON ValueError {py object handle "::py::obj2" has been released}'),
     "released-command": '1 invalid command name "::py::obj2"',
+    "never-made": ('1 ValueError: py object handle "::py::obj99999999" was never made '
+                   'PYTHON ValueError {py object handle "::py::obj99999999" was never made} '
+                   '1 ValueError: py object handle "::py::obj02" was never made '
+                   '1 ValueError: py object handle "::py::obj0" was never made 1 1'),
     "same-object": "1 1 1",
     "release-own-handle-in-method": "method-finished 0 1 1",
     "del-raises": "0 1",

@@ -750,8 +750,14 @@ is_own_name(const char *s, size_t len, unsigned long number)
 /* A name of the handle form that this interpreter does not hold: where it
    belongs, for a clear error (handle names are unique in the process). */
 static PyObject *
-foreign_handle_error(PyObject *key)
+foreign_handle_error(PyObject *key, const char *s, Tcl_Size len)
 {
+    const size_t prefix = sizeof(HANDLE_PREFIX) - 1;
+    unsigned long number = strtoul(s + prefix, NULL, 10);
+    if (number == 0 || number > handles_made || !is_own_name(s, (size_t)len, number)) {
+        PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was never made", key);
+        return NULL;
+    }
     for (InterpState *s = all_states; s != NULL; s = s->next) {
         if (s->handles != NULL && PyDict_Contains(s->handles, key) == 1) {
             PyErr_Format(PyExc_ValueError,
@@ -813,7 +819,7 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
             return Py_NewRef(found);
         }
         if (!PyErr_Occurred() && is_handle_name(s, len))
-            foreign_handle_error(key);
+            foreign_handle_error(key, s, len);
         if (PyErr_Occurred())
             Py_CLEAR(key);
         return key;

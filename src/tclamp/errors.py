@@ -46,6 +46,13 @@ def wrong_args(usage):
     return UsageError("WRONG_ARGS", _bridge.WRONG_ARGS % usage)
 
 
+# An exception's traceback and chain, read through BaseException's own
+# descriptors: a class may define properties of these names that fail.
+TRACEBACK, CAUSE_OF, CONTEXT_OF, SUPPRESS_CONTEXT = (
+    BaseException.__dict__[name].__get__
+    for name in ("__traceback__", "__cause__", "__context__", "__suppress_context__"))
+
+
 def user_frames(tb):
     """The traceback's text without tclamp's own outer frames (py eval,
     py call), which say nothing about the user's code."""
@@ -67,10 +74,10 @@ def describe_error(exc):
     it hands to Tcl, and Tcl's errorInfo becomes the message followed by
     the tail; or, given a head, the head followed by the tail (a TclError
     whose errorInfo does not start with its message: `error msg info`)."""
-    if isinstance(exc, UsageError):
+    if issubclass(type(exc), UsageError):
         return exc.message, ("TCLAMP", exc.kind, *exc.details), None
-    frames = user_frames(exc.__traceback__)
-    if isinstance(exc, TclError):
+    frames = user_frames(TRACEBACK(exc))
+    if issubclass(type(exc), TclError):
         head = None
         if not exc.errorinfo or exc.errorinfo.startswith(exc.result):
             tail = exc.errorinfo[len(exc.result):]
@@ -110,16 +117,16 @@ def chained(exc):
     parts = []
     seen = {id(exc)}
     while True:
-        if exc.__cause__ is not None:
-            exc, link = exc.__cause__, CAUSE
-        elif exc.__context__ is not None and not exc.__suppress_context__:
-            exc, link = exc.__context__, CONTEXT
+        if CAUSE_OF(exc) is not None:
+            exc, link = CAUSE_OF(exc), CAUSE
+        elif CONTEXT_OF(exc) is not None and not SUPPRESS_CONTEXT(exc):
+            exc, link = CONTEXT_OF(exc), CONTEXT
         else:
             return reversed(parts)
         if id(exc) in seen:
             return reversed(parts)
         seen.add(id(exc))
-        frames = user_frames(exc.__traceback__)
+        frames = user_frames(TRACEBACK(exc))
         text = exception_text(exc)
         block = ("Python traceback (most recent call last):\n" + frames + "\n" if frames else "")
         parts.append(block + type(exc).__name__ + (f": {text}" if text else "") + "\n" + link)
@@ -143,7 +150,7 @@ def release_frames(exc):
     seen = set()
     while exc is not None and id(exc) not in seen and len(seen) < 64:
         seen.add(id(exc))
-        tb = exc.__traceback__
+        tb = TRACEBACK(exc)
         while tb is not None:
             frame = tb.tb_frame
             if frame.f_code.co_flags & SUSPENDABLE:
@@ -163,7 +170,7 @@ def release_frames(exc):
                 except ValueError:      # empty already
                     pass
             tb = tb.tb_next
-        exc = exc.__cause__ if exc.__cause__ is not None else exc.__context__
+        exc = CAUSE_OF(exc) if CAUSE_OF(exc) is not None else CONTEXT_OF(exc)
 
 
 def _torch_call_inner():

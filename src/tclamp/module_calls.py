@@ -33,7 +33,9 @@ def cast_inputs(value, device_type, dtype):
     device (float64 excepted) become dtype; lists, tuples and dicts are
     looked into.  A container with nothing to cast is passed on as it is
     (forward may fill it in place); one with something is copied, keeping
-    its type (a defaultdict's factory, an OrderedDict subclass's attributes)."""
+    its type (a defaultdict's factory, an OrderedDict subclass's attributes)
+    where the type can be copied, else as the plain list, tuple or dict that
+    torch's own autocast passes."""
     if isinstance(value, torch.Tensor):
         if (value.is_floating_point() and value.dtype not in (torch.float64, dtype)
                 and value.device.type == device_type):
@@ -43,7 +45,10 @@ def cast_inputs(value, device_type, dtype):
         items = [cast_inputs(item, device_type, dtype) for item in value]
         if all(new is old for new, old in zip(items, value)):
             return value
-        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        try:
+            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        except Exception:       # a subclass whose constructor takes other arguments
+            return list(items) if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
         changed = {}
         for key, item in value.items():
@@ -52,9 +57,13 @@ def cast_inputs(value, device_type, dtype):
                 changed[key] = cast
         if not changed:
             return value
-        copied = copy.copy(value)
-        for key, cast in changed.items():
-            copied[key] = cast
+        try:
+            copied = copy.copy(value)
+            for key, cast in changed.items():
+                copied[key] = cast
+        except Exception:       # a subclass that refuses to be copied or set
+            copied = dict(value)
+            copied.update(changed)
         return copied
     return value
 
