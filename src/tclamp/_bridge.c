@@ -893,10 +893,13 @@ call_args_release(CallArgs *a)
 /* ------------------------------------------------------------------ */
 /* Errors, both ways                                                    */
 
+/* By the exception's own type: isinstance would read a __class__ that the
+   exception may define, and that may raise. */
 static int
 python_exception_is(PyObject *value, PyObject *type)
 {
-    return value != NULL && type != NULL && PyObject_IsInstance(value, type) == 1;
+    return value != NULL && type != NULL && PyType_Check(type)
+        && PyType_IsSubtype(Py_TYPE(value), (PyTypeObject *)type);
 }
 
 /* What C can say about an exception without running Python code: used
@@ -993,6 +996,26 @@ take_in_flight(Tcl_Obj *code)
     return value;
 }
 
+/* A TclError's errorstack, when it is a list of pairs Tcl takes back; else
+   NULL (an error raised in Python, or one whose errorstack was changed). */
+static Tcl_Obj *
+tcl_error_frames(PyObject *value)
+{
+    if (!python_exception_is(value, TclErrorType))
+        return NULL;
+    PyObject *text = PyObject_GetAttrString(value, "errorstack");
+    Tcl_Obj *frames = text != NULL && PyUnicode_Check(text) && PyUnicode_GET_LENGTH(text) > 0
+        ? tcl_from_str(text) : NULL;
+    Py_XDECREF(text);
+    PyErr_Clear();
+    Tcl_Size length;
+    if (frames != NULL && (Tcl_ListObjLength(NULL, frames, &length) != TCL_OK || length % 2)) {
+        discard(frames);
+        frames = NULL;
+    }
+    return frames;
+}
+
 /* The pending Python exception becomes the Tcl outcome (an error, or the
    code a TclError carries); returns that code. */
 int
@@ -1051,9 +1074,24 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         Py_XDECREF(options);
         PyErr_Clear();
     }
+    Tcl_Obj *frames = rc == TCL_ERROR ? tcl_error_frames(value) : NULL;
     Py_XDECREF(value);
     Tcl_SetObjResult(interp, message);
     if (rc == TCL_ERROR) {
+        if (frames != NULL) {
+            /* the procs a Tcl error left before it passed through Python
+               begin -errorstack, as a `return -errorstack` would set them */
+            Tcl_Obj *options = Tcl_NewListObj(0, NULL);
+            Tcl_IncrRefCount(options);
+            Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-code", -1));
+            Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(TCL_ERROR));
+            Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-level", -1));
+            Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(0));
+            Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-errorstack", -1));
+            Tcl_ListObjAppendElement(NULL, options, frames);
+            Tcl_SetReturnOptions(interp, options);
+            Tcl_DecrRefCount(options);
+        }
         Tcl_SetObjErrorCode(interp, code);
         if (head != NULL) {
             /* errorInfo starts with what the result is when it begins */
@@ -1135,6 +1173,8 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     PyObject *errorcode = code == TCL_ERROR ? dict_str(options, "-errorcode")
                                             : PyUnicode_FromString("NONE");
     PyObject *errorinfo = dict_str(options, "-errorinfo");
+    PyObject *errorstack = code == TCL_ERROR ? dict_str(options, "-errorstack")
+                                             : PyUnicode_FromString("");
     /* A return with levels to go past the script's own (effective_code):
        its options, one level fewer, go with the exception, so that back in
        Tcl it goes on as it would have (report_python_error). */
@@ -1155,9 +1195,9 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     }
     Tcl_DecrRefCount(options);
     Tcl_ResetResult(interp);
-    if (result && errorcode && errorinfo && TclErrorType) {
-        PyObject *exc = PyObject_CallFunction(TclErrorType, "OOOi", result, errorcode,
-                                              errorinfo, code);
+    if (result && errorcode && errorinfo && errorstack && TclErrorType) {
+        PyObject *exc = PyObject_CallFunction(TclErrorType, "OOOiO", result, errorcode,
+                                              errorinfo, code, errorstack);
         if (exc != NULL && left != NULL && PyObject_SetAttrString(exc, "_return_options", left) < 0)
             Py_CLEAR(exc);
         if (exc != NULL) {
@@ -1170,6 +1210,7 @@ raise_tcl_error(Tcl_Interp *interp, int code)
     Py_XDECREF(result);
     Py_XDECREF(errorcode);
     Py_XDECREF(errorinfo);
+    Py_XDECREF(errorstack);
     Py_XDECREF(left);
     return NULL;
 }

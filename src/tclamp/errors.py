@@ -13,18 +13,20 @@ class TclError(Exception):
     """A Tcl script that did not end normally, seen from Python.
 
     result is the error message, errorcode the Tcl errorCode (a Tcl list, as
-    a string), errorinfo Tcl's stack trace, and code the Tcl return code:
+    a string), errorinfo Tcl's stack trace, errorstack Tcl's -errorstack
+    (the procs the error left, a Tcl list), and code the Tcl return code:
     1 for an error, 3 for break, 4 for continue, 2 for a return that left
     the top level, or an application's own code.  If the exception travels
     back into Tcl, it ends the command the same way, with the same details.
     """
 
-    def __init__(self, result, errorcode="NONE", errorinfo="", code=1):
+    def __init__(self, result, errorcode="NONE", errorinfo="", code=1, errorstack=""):
         super().__init__(result)
         self.result = result
         self.errorcode = errorcode
         self.errorinfo = errorinfo
         self.code = code
+        self.errorstack = errorstack
 
 
 class UsageError(Exception):
