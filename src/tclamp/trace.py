@@ -68,9 +68,13 @@ def has_values(tensor):
 
 def holds_nonfinite(tensor):
     """True or False, or UNCHECKED for an output whose values torch.isfinite
-    cannot look at (a nested tensor's, say)."""
+    cannot look at (a nested tensor's, say), or may not: reading a CUDA
+    tensor's values waits for the GPU, which a CUDA graph capture forbids
+    (the capture would fail)."""
     if not (tensor.is_floating_point() or tensor.is_complex()) or not has_values(tensor):
         return False
+    if tensor.is_cuda and torch.cuda.is_current_stream_capturing():
+        return UNCHECKED
     _looking.active = True
     try:
         # A sparse tensor's inf or NaN is among its stored values, which
