@@ -80,6 +80,14 @@ set h2 [py call Thing 2]
 rename $h2 {}
 out released-argument [catch {py call str $h2} m] $m $::errorCode
 out released-command [catch {$h2 get} m] $m
+# a handle renamed to a name of the handle form that no handle had (was never made)
+set renamed [list [py call Thing 8] [py call Thing 9]]
+rename [lindex $renamed 0] ::py::obj99999990
+rename [lindex $renamed 1] ::py::obj007
+out child-renamed-argument [catch {child eval {py call str ::py::obj99999990}} m] $m \
+    [catch {child eval {py call str ::py::obj007}} m] $m
+rename ::py::obj99999990 {}
+rename ::py::obj007 {}
 # names of the handle form that no handle had: a number not reached, a leading zero
 out never-made [catch {py call str ::py::obj99999999} m] $m $::errorCode \
     [catch {py call str ::py::obj02} m] $m [catch {py call str ::py::obj0} m] $m \
@@ -150,6 +158,9 @@ puts end
 
 VALUES_EXPECTED = {
     "child-argument": '1 ValueError: py object handle "::py::obj1" belongs to another interpreter',
+    "child-renamed-argument": ('1 ValueError: py object handle "::py::obj99999990" belongs to '
+                               'another interpreter 1 ValueError: py object handle "::py::obj007" '
+                               'belongs to another interpreter'),
     "child-command": '1 invalid command name "::py::obj1"',
     "thread-argument": '1 ValueError: py object handle "::py::obj1" belongs to another interpreter',
     "released-argument": ('1 ValueError: py object handle "::py::obj2" has been released '

@@ -752,20 +752,21 @@ is_own_name(const char *s, size_t len, unsigned long number)
 static PyObject *
 foreign_handle_error(PyObject *key, const char *s, Tcl_Size len)
 {
-    const size_t prefix = sizeof(HANDLE_PREFIX) - 1;
-    unsigned long number = strtoul(s + prefix, NULL, 10);
-    if (number == 0 || number > handles_made || !is_own_name(s, (size_t)len, number)) {
-        PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was never made", key);
-        return NULL;
-    }
-    for (InterpState *s = all_states; s != NULL; s = s->next) {
-        if (s->handles != NULL && PyDict_Contains(s->handles, key) == 1) {
+    /* Asked first: a handle renamed there may have any name of the form
+       (::py::obj07, a number not reached yet). */
+    for (InterpState *other = all_states; other != NULL; other = other->next) {
+        if (other->handles != NULL && PyDict_Contains(other->handles, key) == 1) {
             PyErr_Format(PyExc_ValueError,
                          "py object handle \"%U\" belongs to another interpreter", key);
             return NULL;
         }
     }
-    PyErr_Format(PyExc_ValueError, "py object handle \"%U\" has been released", key);
+    const size_t prefix = sizeof(HANDLE_PREFIX) - 1;
+    unsigned long number = strtoul(s + prefix, NULL, 10);
+    if (number == 0 || number > handles_made || !is_own_name(s, (size_t)len, number))
+        PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was never made", key);
+    else
+        PyErr_Format(PyExc_ValueError, "py object handle \"%U\" has been released", key);
     return NULL;
 }
 
