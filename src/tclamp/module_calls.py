@@ -28,21 +28,27 @@ _traces = 0                     # traces running, on every thread
 _here = threading.local()
 
 
-def cast_inputs(value, device_type, dtype):
+def cast_inputs(value, device_type, dtype, within=frozenset()):
     """What autocast does to an operator's inputs: floating tensors on the
     device (float64 excepted) become dtype; lists, tuples and dicts are
     looked into.  A container with nothing to cast is passed on as it is
     (forward may fill it in place); one with something is copied, keeping
     its type (a defaultdict's factory, an OrderedDict subclass's attributes)
     where the type can be copied, else as the plain list, tuple or dict that
-    torch's own autocast passes."""
+    torch's own autocast passes.  A container met again inside itself (a list
+    that holds itself) is passed on as it is: within holds the ids of those
+    being looked into."""
     if isinstance(value, torch.Tensor):
         if (value.is_floating_point() and value.dtype not in (torch.float64, dtype)
                 and value.device.type == device_type):
             return value.to(dtype)
         return value
+    if isinstance(value, (list, tuple, dict)):
+        if id(value) in within:
+            return value
+        within = within | {id(value)}
     if isinstance(value, (list, tuple)):
-        items = [cast_inputs(item, device_type, dtype) for item in value]
+        items = [cast_inputs(item, device_type, dtype, within) for item in value]
         if all(new is old for new, old in zip(items, value)):
             return value
         try:
@@ -52,7 +58,7 @@ def cast_inputs(value, device_type, dtype):
     if isinstance(value, dict):
         changed = {}
         for key, item in value.items():
-            cast = cast_inputs(item, device_type, dtype)
+            cast = cast_inputs(item, device_type, dtype, within)
             if cast is not item:
                 changed[key] = cast
         if not changed:
@@ -62,7 +68,7 @@ def cast_inputs(value, device_type, dtype):
             for key, cast in changed.items():
                 copied[key] = cast
         except Exception:       # a subclass that refuses to be copied or set
-            copied = dict(value)
+            copied = dict(value.items())    # as read above: keys() may refuse too
             copied.update(changed)
         return copied
     return value
