@@ -998,19 +998,20 @@ take_in_flight(Tcl_Obj *code)
 }
 
 /* A TclError's errorstack, when it is a list of pairs Tcl takes back; else
-   NULL (an error raised in Python, or one whose errorstack was changed). */
+   NULL (an error raised in Python, or one whose errorstack was changed).
+   An empty one (blanks too) is NULL: seeded, Tcl would add no INNER frame. */
 static Tcl_Obj *
 tcl_error_frames(PyObject *value)
 {
     if (!python_exception_is(value, TclErrorType))
         return NULL;
     PyObject *text = PyObject_GetAttrString(value, "errorstack");
-    Tcl_Obj *frames = text != NULL && PyUnicode_Check(text) && PyUnicode_GET_LENGTH(text) > 0
-        ? tcl_from_str(text) : NULL;
+    Tcl_Obj *frames = text != NULL && PyUnicode_Check(text) ? tcl_from_str(text) : NULL;
     Py_XDECREF(text);
     PyErr_Clear();
     Tcl_Size length;
-    if (frames != NULL && (Tcl_ListObjLength(NULL, frames, &length) != TCL_OK || length % 2)) {
+    if (frames != NULL && (Tcl_ListObjLength(NULL, frames, &length) != TCL_OK
+                           || length == 0 || length % 2)) {
         discard(frames);
         frames = NULL;
     }
