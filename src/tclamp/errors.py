@@ -53,6 +53,8 @@ def wrong_args(usage):
 TRACEBACK, CAUSE_OF, CONTEXT_OF, SUPPRESS_CONTEXT = (
     BaseException.__dict__[name].__get__
     for name in ("__traceback__", "__cause__", "__context__", "__suppress_context__"))
+# A class's name, through type's own descriptor: a metaclass may fail it.
+NAME_OF = type.__dict__["__name__"].__get__
 
 
 def user_frames(tb):
@@ -88,7 +90,7 @@ def describe_error(exc):
         if frames:
             tail += "\n    (passed through Python)\n" + frames
         return exc.result, exc.errorcode, tail, head
-    name = type(exc).__name__
+    name = NAME_OF(type(exc))
     text = exception_text(exc)
     message = f"{name}: {text}" if text else name
     earlier = "".join(chained(exc))
@@ -131,7 +133,7 @@ def chained(exc):
         frames = user_frames(TRACEBACK(exc))
         text = exception_text(exc)
         block = ("Python traceback (most recent call last):\n" + frames + "\n" if frames else "")
-        parts.append(block + type(exc).__name__ + (f": {text}" if text else "") + "\n" + link)
+        parts.append(block + NAME_OF(type(exc)) + (f": {text}" if text else "") + "\n" + link)
 
 
 # Code whose frame may be suspended, not finished: clearing a suspended
