@@ -318,6 +318,12 @@ SCRIPTS = {
     "too_large_exit": "exit 4294967296\n",
     "largest_exit": "exit 4294967295\n",
     "falls_off": "puts done\n",
+    # tclamp ran the script by `source`, whose frame Tcl 8.6 puts in errorInfo
+    # in place of these: a loop body's, and the line at the top.
+    "error_in_loops": "foreach x {1} {\n    while 1 {\n        for {} 1 {} {\n"
+                      "            error boom\n        }\n    }\n}\n",
+    "break_at_top": "puts before\nbreak\n",
+    "return_code": "return -code error -errorcode {MY CODE} failed\n",
 }
 
 
@@ -333,6 +339,21 @@ def test_script_ends_as_in_tclsh(tmp_path, name):
                                capture_output=True, text=True, cwd=tmp_path)
     assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
         (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode)
+
+
+@pytest.mark.parametrize("name", ["no_such.tcl", "a_directory"])
+def test_a_script_that_cannot_be_read_fails_as_in_tclsh(tmp_path, name):
+    """tclsh prints the message alone; tclamp added `while executing
+    "source no_such.tcl"`."""
+    (tmp_path / "a_directory").mkdir()
+    by_tclsh = subprocess.run([TCLSH, name], capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp", name],
+                               capture_output=True, text=True, cwd=tmp_path)
+    assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
+        (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode)
+    assert by_tclamp.stderr.startswith(f'couldn\'t read file "{name}": ')
+    assert by_tclamp.stderr.count("\n") == 1
 
 
 def test_ctrl_c_ends_a_script_as_a_shell_reports_it(tmp_path):

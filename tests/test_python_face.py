@@ -255,6 +255,30 @@ def test_a_cancel_as_a_job_ends_never_stops_the_next():
     assert 0 < stopped < 300
 
 
+def test_eval_file_runs_a_file_as_tclsh_and_a_cancel_there_ends_with_it(tmp_path):
+    """Interp.eval_file, tclamp's script mode: at level 0, as tclsh runs
+    its script, so errorInfo keeps a loop body's frame.  Its commands run
+    as no command, whose return to level 0 would lift a cancel: the next
+    evaluation failed with `eval unwound` too."""
+    interp = tclamp.Interp()
+    (tmp_path / "loop.tcl").write_text("while 1 {\n    error boom\n}\n")
+    with pytest.raises(TclError) as info:
+        interp.eval_file(str(tmp_path / "loop.tcl"))
+    assert info.value.errorinfo == (
+        'boom\n    while executing\n"error boom"\n    ("while" body line 2)\n'
+        '    invoked from within\n"while 1 {\n    error boom\n}"\n'
+        f'    (file "{tmp_path / "loop.tcl"}" line 1)')
+    (tmp_path / "spins.tcl").write_text("set before 1\nwhile 1 {}\n")
+    timer = threading.Timer(0.3, interp.cancel)
+    timer.start()
+    with pytest.raises(TclError, match="eval unwound"):
+        interp.eval_file(str(tmp_path / "spins.tcl"))
+    assert interp.eval("set before") == "1"
+    assert interp.call("list", "next") == "next"
+    (tmp_path / "latin1.tcl").write_bytes(b'return "\xe9"\n')
+    assert interp.eval_file(str(tmp_path / "latin1.tcl"), "iso8859-1") == "\u00e9"
+
+
 def test_cancel_from_another_thread_while_the_interpreter_goes():
     for _ in range(200):
         interp = tclamp.Interp()

@@ -26,18 +26,22 @@
 static PyTypeObject InterpType;
 
 /* Tcl work that Python asks for: a script (objc 0, objv[0]) or a command's
-   words, evaluated with `flags`; `code` is how it ended. */
+   words, evaluated with `flags`, or (file) the file named objv[0], read in
+   `encoding` (NULL: Tcl's default); `code` is how it ended. */
 typedef struct {
     Tcl_Interp *interp;
     int objc, flags, code;
     Tcl_Obj *const *objv;
+    int file;
+    const char *encoding;
 } TclWork;
 
 static void
 do_tcl_work(TclWork *w)
 {
-    w->code = w->objc == 0 ? Tcl_EvalObjEx(w->interp, w->objv[0], w->flags)
-                           : Tcl_EvalObjv(w->interp, w->objc, w->objv, w->flags);
+    w->code = w->file ? Tcl_FSEvalFileEx(w->interp, w->objv[0], w->encoding)
+        : w->objc == 0 ? Tcl_EvalObjEx(w->interp, w->objv[0], w->flags)
+        : Tcl_EvalObjv(w->interp, w->objc, w->objv, w->flags);
 }
 
 /*
@@ -371,7 +375,10 @@ run_tcl(InterpState *s, TclWork w)
 
 /* A cancel that reached Tcl as its evaluation ended would stop the next
    one: a command of its own takes it, and the interpreter's result and
-   error state are as they were. */
+   error state are as they were.  Tcl lifts a cancel as a command it called
+   returns to level 0; a file run by Interp.eval_file is no command, so
+   there the cancel is still up after the script took it, and a command
+   called as one (not compiled into a script) lifts it. */
 static void
 drop_stale_cancel(InterpState *s)
 {
@@ -380,6 +387,8 @@ drop_stale_cancel(InterpState *s)
     Tcl_Obj *command = Tcl_NewStringObj("list", -1);
     Tcl_IncrRefCount(command);
     Tcl_EvalObjEx(s->interp, command, TCL_EVAL_GLOBAL);
+    if (Tcl_Canceled(s->interp, 0) != TCL_OK)
+        Tcl_EvalObjv(s->interp, 1, &command, TCL_EVAL_GLOBAL);
     Tcl_DecrRefCount(command);
     Tcl_RestoreInterpState(s->interp, saved);
 }
@@ -550,6 +559,36 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
         Tcl_DecrRefCount(objv[made]);
     if (objv != stack)
         PyMem_Free(objv);
+    return result;
+}
+
+/* Runs a file's script as tclsh runs its script: by Tcl_FSEvalFileEx from
+   no command, at level 0.  Run by the `source` command (seen in Tcl 8.6),
+   errorInfo has that command's frame and lacks others: a `while` or `for`
+   body's, the file and line of a `break` or `return -code` at the top. */
+static PyObject *
+Interp_eval_file(InterpObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"path", "encoding", NULL};
+    PyObject *path;
+    const char *encoding = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|z:eval_file", kwlist, &path, &encoding)
+            || check_usable(self->state) < 0)
+        return NULL;
+    InterpState *s = self->state;
+    release_unused_objects();
+    Tcl_Obj *obj = tcl_from_str(path);
+    if (obj == NULL)
+        return NULL;
+    Tcl_Interp *interp = s->interp;
+    int code;
+    Tcl_IncrRefCount(obj);
+    Tcl_Preserve(interp);
+    code = run_tcl(s, (TclWork){interp, 0, 0, 0, &obj, 1, encoding});
+    Tcl_DecrRefCount(obj);
+    PyObject *result = eval_result(interp, code, AS_STR);
+    Tcl_Release(interp);
+    tcl_done(s);
     return result;
 }
 
@@ -827,6 +866,9 @@ static PyMethodDef Interp_methods[] = {
     {"call", (PyCFunction)(void (*)(void))Interp_call, METH_FASTCALL | METH_KEYWORDS,
      "call(cmd, *args, result=str): call a Tcl command with converted arguments; "
      "the result as eval() gives it"},
+    {"eval_file", (PyCFunction)(void (*)(void))Interp_eval_file, METH_VARARGS | METH_KEYWORDS,
+     "eval_file(path, encoding=None): run a file's script as tclsh runs its script; "
+     "the result, or TclError"},
     {"evaluate", (PyCFunction)Interp_evaluate, METH_O,
      "evaluate(script) -> Outcome: run a script in the calling Tcl frame, keeping its return code"},
     {"create_command", (PyCFunction)(void (*)(void))Interp_create_command,

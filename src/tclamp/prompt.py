@@ -140,12 +140,15 @@ class Evaluator:
         self.exit_code = int(code)
         self.cancel()
 
-    def run(self, script):
-        """The script's result; TclError if it failed, was interrupted
+    def run(self, script, file=False, encoding=None):
+        """The script's result (with `file`, of the file named `script`, as
+        tclsh runs its script); TclError if it failed, was interrupted
         (`interrupted` is then true) or called exit (`exit_code` is set)."""
         with self.lock:
             self.running, self.canceled = True, False
         try:
+            if file:
+                return self.interp.eval_file(script, encoding)
             return self.interp.eval(script)
         except TclError:
             raise
@@ -246,13 +249,11 @@ def banner(interp):
             "exit or Ctrl-D to leave")
 
 
-def source(evaluator, path):
-    """Sources a file; an error prints errorInfo as tclsh prints it (the
-    frame of the `source` command itself left out), Ctrl-C `interrupted`.
-    True if it ran."""
-    command = evaluator.interp.call("list", "source", path)
+def source(evaluator, path, encoding=None):
+    """Runs a file as tclsh runs its script; an error prints errorInfo as
+    tclsh prints it, Ctrl-C `interrupted`.  True if it ran."""
     try:
-        evaluator.run(command)
+        evaluator.run(path, file=True, encoding=encoding)
         return True
     except KeyboardInterrupt:
         evaluator.interrupted = True    # also when Ctrl-C came as the file ended
@@ -262,8 +263,7 @@ def source(evaluator, path):
         if evaluator.interrupted:
             print("interrupted", file=sys.stderr)
         elif evaluator.exit_code is None:
-            head, _, tail = error.errorinfo.rpartition('\n    invoked from within\n"source ')
-            print(head if head and "\n" not in tail else error.errorinfo, file=sys.stderr)
+            print(error.errorinfo, file=sys.stderr)
         return False
 
 
