@@ -438,6 +438,16 @@ def test_piped_stdin_is_read_as_tclsh_reads_it(tmp_path):
     assert (r.stdout, r.returncode) == ("a\n", 0)
 
 
+@pytest.mark.parametrize("program", [[TCLSH], [sys.executable, "-m", "tclamp"]],
+                         ids=["tclsh", "tclamp"])
+def test_a_closed_stdin_ends_the_program_at_once(tmp_path, program):
+    """`tclamp <&-`: no commands, status 0, as in tclsh (Python's sys.stdin
+    is then None: tclamp failed with a traceback asking it for its fd)."""
+    r = subprocess.run(program, capture_output=True, text=True, cwd=tmp_path,
+                       env=tcl_env(), preexec_fn=lambda: os.close(0), timeout=60)
+    assert (r.stdout, r.stderr, r.returncode) == ("", "", 0)
+
+
 def test_piped_exit_reads_a_large_code_as_tclsh_does(tmp_path):
     """8.6's exit takes an int: a larger code is an error, and the next
     command runs; 9's takes the low bits of any integer."""

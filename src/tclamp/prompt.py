@@ -344,7 +344,7 @@ def interact(interp, traceback):
     # (not in scripts), it is there.
     import torch
     sys.modules["__main__"].__dict__.setdefault("torch", torch)
-    if not os.isatty(sys.stdin.fileno()):
+    if not os.isatty(0):
         return read_commands(interp, evaluator)
     interp.call("set", "tcl_interactive", 1)
     interp.call("set", "tcl_rcFileName", RC_FILE)
