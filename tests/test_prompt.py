@@ -448,6 +448,22 @@ def test_a_closed_stdin_ends_the_program_at_once(tmp_path, program):
     assert (r.stdout, r.stderr, r.returncode) == ("", "", 0)
 
 
+@pytest.mark.parametrize("closed", [1, 2], ids=["stdout", "stderr"])
+def test_piped_commands_run_on_with_stdout_or_stderr_closed(tmp_path, closed):
+    """`tclamp >&-` or `2>&-` with commands piped: they run to the end, as in
+    tclsh (sys.stdout or sys.stderr is then None: tclamp flushed it before
+    reading a line and died, status 1, at the first; an error's message went
+    to stdout with stderr closed)."""
+    piped = "nosuch\nputs after\nputs stderr {to stderr}\nexit 3\n"
+    runs = [subprocess.run(program, input=piped, capture_output=True, text=True,
+                           cwd=tmp_path, env=tcl_env(), timeout=60,
+                           preexec_fn=lambda: os.close(closed))
+            for program in ([TCLSH], [sys.executable, "-m", "tclamp"])]
+    open_one = ("", 'invalid command name "nosuch"\nto stderr\n') if closed == 1 else \
+        ("after\n", "")
+    assert [(r.stdout, r.stderr, r.returncode) for r in runs] == [(*open_one, 3)] * 2
+
+
 def test_piped_exit_reads_a_large_code_as_tclsh_does(tmp_path):
     """8.6's exit takes an int: a larger code is an error, and the next
     command runs; 9's takes the low bits of any integer."""

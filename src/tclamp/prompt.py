@@ -249,6 +249,13 @@ def banner(interp):
             "exit or Ctrl-D to leave")
 
 
+def report(message):
+    """Prints to stderr, as tclsh does, and nowhere when it is closed
+    (sys.stderr is then None, and print would write to stdout)."""
+    if sys.stderr is not None:
+        print(message, file=sys.stderr)
+
+
 def source(evaluator, path, encoding=None):
     """Runs a file as tclsh runs its script; an error prints errorInfo as
     tclsh prints it, Ctrl-C `interrupted`.  True if it ran."""
@@ -257,13 +264,13 @@ def source(evaluator, path, encoding=None):
         return True
     except KeyboardInterrupt:
         evaluator.interrupted = True    # also when Ctrl-C came as the file ended
-        print("interrupted", file=sys.stderr)
+        report("interrupted")
         return False
     except TclError as error:
         if evaluator.interrupted:
-            print("interrupted", file=sys.stderr)
+            report("interrupted")
         elif evaluator.exit_code is None:
-            print(error.errorinfo, file=sys.stderr)
+            report(error.errorinfo)
         return False
 
 
@@ -314,8 +321,9 @@ def read_commands(interp, evaluator):
 def read_line(interp, evaluator):
     """READ_LINE, during which Ctrl-C ends the program as it ends a tclsh
     waiting for input (killed by the signal), with everything written out."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in sys.stdout, sys.stderr:
+        if stream is not None:      # None: its fd was closed
+            stream.flush()
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         return interp.eval(READ_LINE)
@@ -329,12 +337,12 @@ def run_read(evaluator, script, traceback=False):
     try:
         return evaluator.run(script)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        report("interrupted")
     except TclError as error:
         if evaluator.interrupted:
-            print("interrupted", file=sys.stderr)
+            report("interrupted")
         elif evaluator.exit_code is None:
-            print(error.errorinfo if traceback else error.result, file=sys.stderr)
+            report(error.errorinfo if traceback else error.result)
     return None
 
 
