@@ -501,6 +501,19 @@ def test_prompt_is_interactive(prompt):
     assert run(prompt, "set tcl_interactive") == "1"
 
 
+def test_the_prompt_has_argv_as_in_tclsh(prompt, tmp_path):
+    """tclsh with no script sets argv0 (the program), argc 0 and argv {};
+    tclamp set none of them, at the prompt or for piped commands."""
+    assert run(prompt, "list $argc $argv [file tail $argv0]") == "0 {} tclamp"
+    piped = "puts [list $argc $argv [file tail $argv0] [info script]]\n"
+    r = subprocess.run([sys.executable, "-m", "tclamp"], input=piped, capture_output=True,
+                       text=True, cwd=tmp_path)
+    by_tclsh = subprocess.run([TCLSH], input=piped, capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    assert (r.stdout, r.stderr, r.returncode) == ("0 {} tclamp {}\n", "", 0)
+    assert by_tclsh.stdout == f"0 {{}} {Path(TCLSH).name} {{}}\n"
+
+
 def test_a_tcltest_suite_runs_its_files_in_tclamp(tmp_path):
     """all.tcl's runAllTests runs each file in [info nameofexecutable], as
     tclsh does: that must be a program with tclamp, so the files run."""

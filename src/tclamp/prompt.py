@@ -348,6 +348,10 @@ def run_read(evaluator, script, traceback=False):
 
 def interact(interp, traceback):
     evaluator = Evaluator(interp)
+    # As tclsh sets them without a script: no arguments, argv0 the program.
+    interp.call("set", "argv0", str(runner() or "tclamp"))
+    interp.call("set", "argv", "")
+    interp.call("set", "argc", 0)
     # The banner names torch: at the prompt, and for commands piped to it
     # (not in scripts), it is there.
     import torch
