@@ -565,6 +565,19 @@ def test_a_script_keeps_the_written_order(tmp_path, output):
     assert written_output(command, output, tmp_path) == "1\n2\n3\n4 and 4\n5\n6\n7\n"
 
 
+def test_encoding_option_as_in_tclsh(tmp_path):
+    """tclsh -encoding name script.tcl: tclamp took -encoding for an unknown
+    option (status 2)."""
+    (tmp_path / "latin1.tcl").write_bytes(b'puts [list [string length "h\xe9"] $argv]\n')
+    for program in [TCLSH], [sys.executable, "-m", "tclamp"]:
+        r = subprocess.run([*program, "-encoding", "iso8859-1", "latin1.tcl", "-x"],
+                           capture_output=True, text=True, cwd=tmp_path, env=tcl_env())
+        assert (r.stdout, r.stderr, r.returncode) == ("2 -x\n", "", 0)
+        r = subprocess.run([*program, "-encoding", "no-such", "latin1.tcl"],
+                           capture_output=True, text=True, cwd=tmp_path, env=tcl_env())
+        assert (r.stdout, r.stderr, r.returncode) == ("", 'unknown encoding "no-such"\n', 1)
+
+
 def test_a_script_named_install_tcl(tmp_path):
     (tmp_path / "install-tcl").write_text("puts [list ran $argv0 $argv]\n")
     for words in (["--", "install-tcl", "x"], ["./install-tcl", "x"]):

@@ -1,6 +1,7 @@
 """The tclamp command.
 
     tclamp [--traceback] [script.tcl [arg ...]]   the prompt, or run a script
+    tclamp -encoding name script.tcl [arg ...]    read the script in that encoding
     tclamp --version                              print tclamp's version
     tclamp --tcl-dir                              print the Tcl package directory
     tclamp install-tcl [dir]                      write a Tcl package index
@@ -60,11 +61,14 @@ def split_at_script(argv):
     """tclamp's own words (its options, then the script's name) and the
     script's arguments: every word after the name, `--` too, as tclsh passes
     them (argparse would take a `--` there as its own)."""
-    for index, word in enumerate(argv):
+    index = 0
+    while index < len(argv):
+        word = argv[index]
         if word == "--":
             return argv[:index + 2], argv[index + 2:]
         if word == "-" or not word.startswith("-"):
             return argv[:index + 1], argv[index + 1:]
+        index += 2 if word == "-encoding" else 1     # and its value
     return argv, []
 
 
@@ -76,7 +80,7 @@ def main(argv=None):
         return install_tcl(argv[1] if len(argv) == 2 else DEFAULT_INSTALL_DIR)
     parser = argparse.ArgumentParser(
         prog="tclamp", formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="%(prog)s [--traceback] [script.tcl [arg ...]]\n"
+        usage="%(prog)s [--traceback] [-encoding name] [script.tcl [arg ...]]\n"
               "       %(prog)s --version | --tcl-dir\n"
               "       %(prog)s install-tcl [dir]",
         description="Tcl with tclamp loaded: the interactive prompt, or a script.",
@@ -89,6 +93,9 @@ def main(argv=None):
     parser.add_argument("--traceback", action="store_true",
                         help="at the prompt, print Tcl's errorInfo (with any Python "
                              "traceback) on errors")
+    parser.add_argument("-encoding", metavar="name",
+                        help="the script's encoding, as tclsh's -encoding (default: "
+                             "the one tclsh reads a script in)")
     parser.add_argument("script", nargs="?", help="a Tcl script to run instead of the "
                                                   "prompt; the words after it are its $argv")
     words, script_args = split_at_script(argv)
@@ -96,10 +103,12 @@ def main(argv=None):
     if options.tcl_dir:
         print(tcl_dir())
         return 0
+    if options.encoding is not None and options.script is None:
+        parser.error("-encoding needs a script")
 
     from . import prompt, tcl
     interp = tcl.interp             # loads Tcl
     prompt.name_executable(prompt.runner())
     if options.script is None:
         return prompt.interact(interp, options.traceback)
-    return prompt.run_script(interp, options.script, script_args)
+    return prompt.run_script(interp, options.script, script_args, options.encoding)

@@ -385,15 +385,16 @@ def interact(interp, traceback):
     return evaluator.exit_code
 
 
-def run_script(interp, script, args):
-    """tclsh's script mode; the exit status is exit's code, 1 after an
-    error, and after Ctrl-C what a shell reports for a process it stopped."""
+def run_script(interp, script, args, encoding=None):
+    """tclsh's script mode (the file read in `encoding`, else Tcl's
+    default); the exit status is exit's code, 1 after an error, and after
+    Ctrl-C what a shell reports for a process it stopped."""
     evaluator = Evaluator(interp)
     interp.call("set", "tcl_interactive", 0)
     interp.call("set", "argv0", script)
     interp.call("set", "argv", args)
     interp.call("set", "argc", len(args))
-    ran = source(evaluator, script)
+    ran = source(evaluator, script, encoding)
     if evaluator.exit_code is not None:
         return evaluator.exit_code
     if evaluator.interrupted:
