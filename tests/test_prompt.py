@@ -170,6 +170,18 @@ def test_exit_cannot_be_caught_and_history_is_kept(prompt, tmp_path):
     assert "set remembered 1" in (tmp_path / ".tclamp_history").read_text()
 
 
+def test_a_history_that_cannot_be_written_is_left_quietly(tmp_path):
+    """A home without a writable ~/.tclamp_history (here a directory; or
+    HOME=/nonexistent) printed a Python traceback as tclamp ended."""
+    (tmp_path / ".tclamp_history").mkdir()
+    child = spawn(tmp_path)
+    child.sendline("exit 3")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.before.replace("\r\n", "\n") == "exit 3\n"
+    assert child.exitstatus == 3
+
+
 def test_exit_reads_its_code_as_tcl_does(prompt):
     assert run(prompt, "exit foo") == 'expected integer but got "foo"'
     assert run(prompt, "exit 1 2") == 'wrong # args: should be "exit ?returnCode?"'

@@ -234,7 +234,14 @@ def setup_readline(interp):
         readline.read_history_file(HISTORY)
     except OSError:
         pass
-    atexit.register(lambda: readline.write_history_file(HISTORY))
+
+    def write_history():
+        try:
+            readline.write_history_file(HISTORY)
+        except OSError:     # no home, or not writable: as Python's own prompt
+            pass
+
+    atexit.register(write_history)
 
 
 def banner(interp):
