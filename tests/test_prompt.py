@@ -509,6 +509,24 @@ def test_ctrl_c_while_waiting_for_piped_input_ends_the_program(tmp_path, program
     assert (out, err, child.returncode) == ("", "", -signal.SIGINT)
 
 
+@pytest.mark.parametrize("body", ["while 1 {}", "catch {py exec {while True: pass}}"],
+                         ids=["tcl-loop", "python-under-catch"])
+def test_ctrl_c_in_a_piped_command_ends_the_program(tmp_path, body):
+    """tclsh dies of it; tclamp ends as a script does at Ctrl-C.  It went on
+    with the next command (`tclamp < job.tcl` could not be stopped)."""
+    child = subprocess.Popen([sys.executable, "-m", "tclamp"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=tmp_path, env=python_buffered_env(),
+                             preexec_fn=sigint_as_at_a_terminal)
+    child.stdin.write(f"puts started; flush stdout\n{body}\nputs after\n")
+    child.stdin.flush()
+    assert child.stdout.readline() == "started\n"
+    time.sleep(1)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert (out, err, child.returncode) == ("", "interrupted\n", 128 + signal.SIGINT)
+
+
 def test_prompt_is_interactive(prompt):
     assert run(prompt, "set tcl_interactive") == "1"
 

@@ -310,10 +310,12 @@ READ_LINE = "gets stdin ::tclamp::prompt::line"
 def read_commands(interp, evaluator):
     """tclsh's loop for a stdin that is not a terminal: each complete
     command runs as soon as its last line is read; an error prints its
-    message and the next command runs; the status is exit's code, else 0."""
+    message and the next command runs; the status is exit's code, else 0.
+    Ctrl-C ends them all, as it ends tclsh and a script (the status then
+    as run_script's)."""
     interp.call("set", "tcl_interactive", 0)
     buffer = ""
-    while evaluator.exit_code is None:
+    while evaluator.exit_code is None and not evaluator.interrupted:
         if read_line(interp, evaluator) == "-1":
             if buffer:
                 run_read(evaluator, buffer)
@@ -322,6 +324,8 @@ def read_commands(interp, evaluator):
         if interp.call("info", "complete", buffer) == "1":
             script, buffer = buffer, ""
             run_read(evaluator, script)
+    if evaluator.exit_code is None and evaluator.interrupted:
+        return 128 + signal.SIGINT
     return evaluator.exit_code or 0
 
 
@@ -344,6 +348,7 @@ def run_read(evaluator, script, traceback=False):
     try:
         return evaluator.run(script)
     except KeyboardInterrupt:
+        evaluator.interrupted = True    # also when Ctrl-C came as it ended
         report("interrupted")
     except TclError as error:
         if evaluator.interrupted:
