@@ -483,15 +483,15 @@ usable_wanting(InterpObject *self, const char *method, PyObject *const *keywords
     return self->state;
 }
 
-/* Runs Tcl at global level for Python: the script *objv (objc 0) or a
-   command's words; its result as `want` asks, or its error raised. */
+/* Runs Tcl work for Python at level 0; its result as `want` asks, or its
+   error raised. */
 static inline PyObject *
-run_global(InterpState *s, int objc, Tcl_Obj *const objv[], int want)
+run_global(InterpState *s, TclWork work, int want)
 {
     Tcl_Interp *interp = s->interp;
     int code;
     Tcl_Preserve(interp);
-    code = run_tcl(s, (TclWork){interp, objc, TCL_EVAL_GLOBAL, 0, objv});
+    code = run_tcl(s, work);
     PyObject *result = eval_result(interp, code, want);
     Tcl_Release(interp);
     tcl_done(s);
@@ -516,7 +516,7 @@ Interp_eval(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     Tcl_Obj *obj = kept_value(&s->scripts, script);
     if (obj == NULL)
         return NULL;
-    PyObject *result = run_global(s, 0, &obj, want);
+    PyObject *result = run_global(s, (TclWork){s->interp, 0, TCL_EVAL_GLOBAL, 0, &obj}, want);
     Tcl_DecrRefCount(obj);
     return result;
 }
@@ -552,7 +552,7 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     }
     PyObject *result = NULL;
     if (made == n)
-        result = run_global(s, (int)n, objv, want);
+        result = run_global(s, (TclWork){s->interp, (int)n, TCL_EVAL_GLOBAL, 0, objv}, want);
     else if (handles_made != mark)
         delete_handles_since(s, mark);
     while (made-- > 0)
@@ -580,15 +580,10 @@ Interp_eval_file(InterpObject *self, PyObject *args, PyObject *kwargs)
     Tcl_Obj *obj = tcl_from_str(path);
     if (obj == NULL)
         return NULL;
-    Tcl_Interp *interp = s->interp;
-    int code;
     Tcl_IncrRefCount(obj);
-    Tcl_Preserve(interp);
-    code = run_tcl(s, (TclWork){interp, 0, 0, 0, &obj, 1, encoding});
+    PyObject *result = run_global(s, (TclWork){s->interp, .objv = &obj, .file = 1,
+                                               .encoding = encoding}, AS_STR);
     Tcl_DecrRefCount(obj);
-    PyObject *result = eval_result(interp, code, AS_STR);
-    Tcl_Release(interp);
-    tcl_done(s);
     return result;
 }
 
