@@ -279,6 +279,20 @@ def test_eval_file_runs_a_file_as_tclsh_and_a_cancel_there_ends_with_it(tmp_path
     assert interp.eval_file(str(tmp_path / "latin1.tcl"), "iso8859-1") == "\u00e9"
 
 
+def test_eval_file_takes_a_path_as_open_does(tmp_path):
+    """A pathlib.Path (or bytes) names the file, as for open(); it was a
+    TypeError, and a NUL in the name reached Tcl as `invalid argument`."""
+    interp = tclamp.Interp()
+    script = tmp_path / "where.tcl"
+    script.write_text("info script\n")
+    assert interp.eval_file(script) == str(script)
+    assert interp.eval_file(os.fsencode(script), encoding="utf-8") == str(script)
+    with pytest.raises(TypeError, match="os.PathLike"):
+        interp.eval_file(None)
+    with pytest.raises(ValueError, match="embedded null"):
+        interp.eval_file(f"{script}\0x")
+
+
 def test_cancel_from_another_thread_while_the_interpreter_goes():
     for _ in range(200):
         interp = tclamp.Interp()

@@ -570,14 +570,20 @@ static PyObject *
 Interp_eval_file(InterpObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"path", "encoding", NULL};
-    PyObject *path;
+    PyObject *path = NULL;
     const char *encoding = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "U|z:eval_file", kwlist, &path, &encoding)
-            || check_usable(self->state) < 0)
+    /* A path as open() takes one (str, bytes, os.PathLike), a NUL in it a
+       ValueError */
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|z:eval_file", kwlist,
+                                     PyUnicode_FSDecoder, &path, &encoding)
+            || check_usable(self->state) < 0) {
+        Py_XDECREF(path);
         return NULL;
+    }
     InterpState *s = self->state;
     release_unused_objects();
     Tcl_Obj *obj = tcl_from_str(path);
+    Py_DECREF(path);
     if (obj == NULL)
         return NULL;
     Tcl_IncrRefCount(obj);
