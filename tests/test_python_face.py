@@ -1,6 +1,7 @@
 """tclamp with Python as the host: tclamp.tcl, Interp, TclError."""
 import gc
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -55,6 +56,19 @@ def test_tcl_error_fields():
     e = info.value
     assert (e.result, e.errorcode, str(e)) == ("oops", "MY CODE {with space}", "oops")
     assert e.errorinfo.startswith("oops\n    while executing\n\"error oops")
+
+
+def test_errors_survive_pickling():
+    """As a worker's exception does (multiprocessing).  UsageError, whose
+    args are only its message, failed to unpickle: __init__ wants kind and
+    message."""
+    with pytest.raises(TclError) as info:
+        tcl.eval("proc fails {} {error oops {} {MY CODE}}; fails")
+    again = pickle.loads(pickle.dumps(info.value))
+    assert vars(again) == vars(info.value) and str(again) == "oops"
+    usage = pickle.loads(pickle.dumps(tclamp.UsageError("WRONG_ARGS", "wrong # args", "x", 1)))
+    assert (usage.kind, usage.message, usage.details, str(usage)) == (
+        "WRONG_ARGS", "wrong # args", ("x", 1), "wrong # args")
 
 
 def test_usage_error_from_python():

@@ -40,6 +40,11 @@ class UsageError(Exception):
         self.message = message
         self.details = details
 
+    def __reduce__(self):
+        # Its args hold the message alone, which __init__ cannot take back
+        # (pickle, multiprocessing).
+        return type(self), (self.kind, self.message, *self.details), self.__dict__
+
 
 def wrong_args(usage):
     """A py command given the wrong number of words, in the words of the
