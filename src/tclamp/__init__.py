@@ -92,6 +92,7 @@ def _attach(interp):
 
     bridge.add_py_ensemble(interp)
     commands.register(interp)
-    # Child interpreters find the package beside this file.
+    # `package require tclamp` here finds the package beside this file (a
+    # child interpreter has its own auto_path: its script adds this folder).
     interp.call("apply", "{dir} {if {$dir ni $::auto_path} {lappend ::auto_path $dir}}",
                 str(PACKAGE_DIR))
