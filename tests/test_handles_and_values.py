@@ -92,6 +92,12 @@ rename ::py::obj007 {}
 out never-made [catch {py call str ::py::obj99999999} m] $m $::errorCode \
     [catch {py call str ::py::obj02} m] $m [catch {py call str ::py::obj0} m] $m \
     [catch {py call str ::py::obj[string repeat 9 30]} m] [string match "*was never made" $m]
+# the first name of a handle the script renamed: the name it has now
+set first [py call Thing 10]
+rename $first ::mything
+out renamed-first-name [catch {py call str $first} m] [string map [list $first FIRST] $m] \
+    [::mything get]
+rename ::mything {}
 out same-object [expr {[$h same] eq $h}] [expr {[$h same] eq $h}] [py call count]
 set ::victim [py call Thing 3]
 py call refer $::victim
@@ -170,6 +176,7 @@ VALUES_EXPECTED = {
                    'PYTHON ValueError {py object handle "::py::obj99999999" was never made} '
                    '1 ValueError: py object handle "::py::obj02" was never made '
                    '1 ValueError: py object handle "::py::obj0" was never made 1 1'),
+    "renamed-first-name": '1 ValueError: py object handle "FIRST" was renamed to "::mything" 10',
     "same-object": "1 1 1",
     "release-own-handle-in-method": "method-finished 0 1 1",
     "del-raises": "0 1",

@@ -750,7 +750,7 @@ is_own_name(const char *s, size_t len, unsigned long number)
 /* A name of the handle form that this interpreter does not hold: where it
    belongs, for a clear error (handle names are unique in the process). */
 static PyObject *
-foreign_handle_error(PyObject *key, const char *s, Tcl_Size len)
+foreign_handle_error(InterpState *owner, PyObject *key, const char *s, Tcl_Size len)
 {
     /* Asked first: a handle renamed there may have any name of the form
        (::py::obj07, a number not reached yet). */
@@ -763,10 +763,19 @@ foreign_handle_error(PyObject *key, const char *s, Tcl_Size len)
     }
     const size_t prefix = sizeof(HANDLE_PREFIX) - 1;
     unsigned long number = strtoul(s + prefix, NULL, 10);
-    if (number == 0 || number > handles_made || !is_own_name(s, (size_t)len, number))
+    if (number == 0 || number > handles_made || !is_own_name(s, (size_t)len, number)) {
         PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was never made", key);
-    else
-        PyErr_Format(PyExc_ValueError, "py object handle \"%U\" has been released", key);
+        return NULL;
+    }
+    /* A script that renamed a handle may still pass its first name. */
+    for (Handle *h = owner->newest; h != NULL; h = h->older) {
+        if (h->number == number && h->renamed && !h->gone) {
+            PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was renamed to \"%U\"",
+                         key, h->name);
+            return NULL;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "py object handle \"%U\" has been released", key);
     return NULL;
 }
 
@@ -820,7 +829,7 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
             return Py_NewRef(found);
         }
         if (!PyErr_Occurred() && is_handle_name(s, len))
-            foreign_handle_error(key, s, len);
+            foreign_handle_error(owner, key, s, len);
         if (PyErr_Occurred())
             Py_CLEAR(key);
         return key;
