@@ -266,19 +266,7 @@ def report(message):
 def source(evaluator, path, encoding=None):
     """Runs a file as tclsh runs its script; an error prints errorInfo as
     tclsh prints it, Ctrl-C `interrupted`.  True if it ran."""
-    try:
-        evaluator.run(path, file=True, encoding=encoding)
-        return True
-    except KeyboardInterrupt:
-        evaluator.interrupted = True    # also when Ctrl-C came as the file ended
-        report("interrupted")
-        return False
-    except TclError as error:
-        if evaluator.interrupted:
-            report("interrupted")
-        elif evaluator.exit_code is None:
-            report(error.errorinfo)
-        return False
+    return run_read(evaluator, path, True, file=True, encoding=encoding) is not None
 
 
 def runner():
@@ -342,11 +330,12 @@ def read_line(interp, evaluator):
         signal.signal(signal.SIGINT, evaluator.on_sigint)
 
 
-def run_read(evaluator, script, traceback=False):
-    """Runs one command as the prompt does, its error to stderr (with
-    errorInfo when asked); returns its result, or None after an error."""
+def run_read(evaluator, script, traceback=False, **file):
+    """Runs one command as the prompt does (or a file, as Evaluator.run's
+    `file` asks), its error to stderr (with errorInfo when asked); returns
+    its result, or None after an error or Ctrl-C."""
     try:
-        return evaluator.run(script)
+        return evaluator.run(script, **file)
     except KeyboardInterrupt:
         evaluator.interrupted = True    # also when Ctrl-C came as it ended
         report("interrupted")
@@ -358,12 +347,17 @@ def run_read(evaluator, script, traceback=False):
     return None
 
 
+def set_argv(interp, argv0, args):
+    """$argv0, $argv and $argc, as tclsh sets them."""
+    interp.call("set", "argv0", argv0)
+    interp.call("set", "argv", args)
+    interp.call("set", "argc", len(args))
+
+
 def interact(interp, traceback):
     evaluator = Evaluator(interp)
     # As tclsh sets them without a script: no arguments, argv0 the program.
-    interp.call("set", "argv0", str(runner() or "tclamp"))
-    interp.call("set", "argv", "")
-    interp.call("set", "argc", 0)
+    set_argv(interp, str(runner() or "tclamp"), [])
     # The banner names torch: at the prompt, and for commands piped to it
     # (not in scripts), it is there.
     import torch
@@ -403,9 +397,7 @@ def run_script(interp, script, args, encoding=None):
     Ctrl-C what a shell reports for a process it stopped."""
     evaluator = Evaluator(interp)
     interp.call("set", "tcl_interactive", 0)
-    interp.call("set", "argv0", script)
-    interp.call("set", "argv", args)
-    interp.call("set", "argc", len(args))
+    set_argv(interp, script, args)
     ran = source(evaluator, script, encoding)
     if evaluator.exit_code is not None:
         return evaluator.exit_code
