@@ -450,6 +450,20 @@ def test_piped_stdin_is_read_as_tclsh_reads_it(tmp_path):
     assert (r.stdout, r.returncode) == ("a\n", 0)
 
 
+def test_piped_input_cut_inside_a_command_says_so(tmp_path):
+    """Input that ends inside a command (a lost close-brace): what came
+    before it ran, the cut command does not, and stderr says why, where
+    tclsh drops it without a word; the status is 0 in both."""
+    piped = "puts a\nputs {b\nputs c\n"
+    by_tclsh = subprocess.run([TCLSH], input=piped, capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp"], input=piped,
+                               capture_output=True, text=True, cwd=tmp_path)
+    assert (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == ("a\n", "", 0)
+    assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
+        ("a\n", "missing close-brace\n", 0)
+
+
 @pytest.mark.parametrize("program", [[TCLSH], [sys.executable, "-m", "tclamp"]],
                          ids=["tclsh", "tclamp"])
 def test_a_closed_stdin_ends_the_program_at_once(tmp_path, program):
