@@ -322,6 +322,21 @@ def test_every_word_after_the_script_is_its_argument(tmp_path, args):
         (f"{len(args)} <{' '.join(args)}>\n", 0)
 
 
+def test_arguments_that_are_not_utf8_read_as_tclsh_reads_them(tmp_path):
+    """A byte that does not decode stands for its own character, as in
+    tclsh, on Tcl 8.6 and 9 (tclamp gave Tcl Python's lone surrogate,
+    U+DCFF, and `puts` wrote three bytes that are no UTF-8)."""
+    (tmp_path / "args.tcl").write_text(
+        "foreach word $argv {puts [list [string length $word] $word]}\n")
+    args = [b"\xff", b"a\xc3\xa9", b"\xe9t\xe9", b"x y"]
+    by_tclsh = subprocess.run([TCLSH, "args.tcl", *args], capture_output=True,
+                              cwd=tmp_path, env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp", "args.tcl", *args],
+                               capture_output=True, cwd=tmp_path)
+    assert (by_tclamp.stdout, by_tclamp.returncode) == (by_tclsh.stdout, 0) == \
+        ("1 \u00ff\n2 a\u00e9\n3 \u00e9t\u00e9\n3 {x y}\n".encode(), 0)
+
+
 SCRIPTS = {
     "error": 'puts before\nproc f {x} {\n    nosuch $x\n}\nf 1\nputs after\n',
     "caught_exit": "puts [catch {exit 3}]\nputs after\n",

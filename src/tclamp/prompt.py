@@ -348,9 +348,17 @@ def run_read(evaluator, script, traceback=False, **file):
 
 
 def set_argv(interp, argv0, args):
-    """$argv0, $argv and $argc, as tclsh sets them."""
-    interp.call("set", "argv0", argv0)
-    interp.call("set", "argv", args)
+    """$argv0, $argv and $argc, as tclsh sets them: each word's bytes read
+    in Tcl's system encoding, where a byte that does not decode stands for
+    the character of its value.  (Python keeps such a byte as a lone
+    surrogate, which Tcl would write out as three bytes of no encoding.)"""
+    system = interp.call("encoding", "system")
+    lenient = ["-profile", "tcl8"] if interp.call(
+        "package", "vsatisfies", interp.call("info", "tclversion"), "9") == "1" else []
+    argv = [interp.call("encoding", "convertfrom", *lenient, system, os.fsencode(word))
+            for word in [argv0, *args]]
+    interp.call("set", "argv0", argv[0])
+    interp.call("set", "argv", argv[1:])
     interp.call("set", "argc", len(args))
 
 
