@@ -1006,15 +1006,49 @@ take_in_flight(Tcl_Obj *code)
     return value;
 }
 
-/* A TclError's errorstack, when it is a list of pairs Tcl takes back; else
-   NULL (an error raised in Python, or one whose errorstack was changed).
-   An empty one (blanks too) is NULL: seeded, Tcl would add no INNER frame. */
-static Tcl_Obj *
-tcl_error_frames(PyObject *value)
+/* A Python exception (not a TclError) whose error came back to Python
+   through Tcl keeps the -errorstack it had there, the Tcl frames it left,
+   under this key of its own __dict__: when it goes on into Tcl again, they
+   begin -errorstack there, as a TclError's errorstack does, and the key
+   goes (the same object raised again later, from elsewhere, left no such
+   frames).  The dict is read and written as it is, so that no attribute
+   code of the exception's class runs (it may fail, or run Tcl). */
+#define FRAMES_LEFT_KEY "__tcl_errorstack__"
+
+static void
+keep_frames_left(PyObject *exc, Tcl_Obj *options)
 {
-    if (!python_exception_is(value, TclErrorType))
-        return NULL;
-    PyObject *text = PyObject_GetAttrString(value, "errorstack");
+    Tcl_Obj *key = Tcl_NewStringObj("-errorstack", -1), *frames = NULL;
+    Tcl_IncrRefCount(key);
+    Tcl_DictObjGet(NULL, options, key, &frames);
+    Tcl_DecrRefCount(key);
+    PyObject *dict = frames ? PyObject_GenericGetDict(exc, NULL) : NULL;
+    PyObject *text = dict && PyDict_Check(dict) ? str_from_tcl(frames) : NULL;
+    if (text == NULL || PyDict_SetItemString(dict, FRAMES_LEFT_KEY, text) < 0)
+        PyErr_Clear();
+    Py_XDECREF(text);
+    Py_XDECREF(dict);
+}
+
+/* The Tcl frames an exception's error left before it reached Python: a
+   TclError's errorstack, or what keep_frames_left kept (taken), when it is
+   a list of pairs Tcl takes back; else NULL (an error raised in Python, or
+   one whose errorstack was changed).  An empty one (blanks too) is NULL:
+   seeded, Tcl would add no INNER frame. */
+static Tcl_Obj *
+frames_left(PyObject *value)
+{
+    PyObject *text = NULL;
+    if (python_exception_is(value, TclErrorType)) {
+        text = PyObject_GetAttrString(value, "errorstack");
+    } else if (value != NULL) {
+        PyObject *dict = PyObject_GenericGetDict(value, NULL);
+        text = dict && PyDict_Check(dict) ? PyDict_GetItemString(dict, FRAMES_LEFT_KEY) : NULL;
+        Py_XINCREF(text);
+        if (text != NULL)
+            PyDict_DelItemString(dict, FRAMES_LEFT_KEY);
+        Py_XDECREF(dict);
+    }
     Tcl_Obj *frames = text != NULL && PyUnicode_Check(text) ? tcl_from_str(text) : NULL;
     Py_XDECREF(text);
     PyErr_Clear();
@@ -1085,12 +1119,12 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         Py_XDECREF(options);
         PyErr_Clear();
     }
-    Tcl_Obj *frames = rc == TCL_ERROR ? tcl_error_frames(value) : NULL;
+    Tcl_Obj *frames = rc == TCL_ERROR ? frames_left(value) : NULL;
     Py_XDECREF(value);
     Tcl_SetObjResult(interp, message);
     if (rc == TCL_ERROR) {
         if (frames != NULL) {
-            /* the procs a Tcl error left before it passed through Python
+            /* the procs an error left before it passed through Python
                begin -errorstack, as a `return -errorstack` would set them */
             Tcl_Obj *options = Tcl_NewListObj(0, NULL);
             Tcl_IncrRefCount(options);
@@ -1168,6 +1202,7 @@ raise_tcl_error(Tcl_Interp *interp, int code)
         Tcl_DecrRefCount(key);
         PyObject *original = take_in_flight(errorcode);
         if (original != NULL) {
+            keep_frames_left(original, options);
             Tcl_DecrRefCount(options);
             Tcl_ResetResult(interp);
             PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(original)), original,
