@@ -71,6 +71,41 @@ def test_errors_survive_pickling():
         "WRONG_ARGS", "wrong # args", ("x", 1), "wrong # args")
 
 
+class FramedError(TclError):
+    """Gives its own errorstack, read-only, as subclasses did before
+    TclError had one."""
+
+    @property
+    def errorstack(self):
+        return "CALL {framed frame}"
+
+
+def test_subclass_with_errorstack_property():
+    """Making one failed: TclError.__init__ set errorstack, and the property
+    has no setter.  The bridge reads the property when the error goes into
+    Tcl, and sets errorstack on the TclErrors it makes."""
+    made = FramedError("framed", "FRAMED 1")
+    assert (made.result, made.errorcode, made.errorstack) == ("framed", "FRAMED 1",
+                                                               "CALL {framed frame}")
+    again = pickle.loads(pickle.dumps(made))
+    assert (type(again), again.result, again.errorstack) == (FramedError, "framed",
+                                                             "CALL {framed frame}")
+
+    def raise_framed():
+        raise FramedError("framed", "FRAMED 1")
+    sys.modules["__main__"].__dict__["raise_framed"] = raise_framed
+    tcl.eval("proc framed {} { py call raise_framed }")
+    assert tcl.eval("list [catch framed m o] $m [dict get $o -errorcode] "
+                    "[dict get $o -errorstack]") == \
+        "1 framed {FRAMED 1} {CALL {framed frame} CALL framed}"
+    with pytest.raises(TclError) as info:
+        tcl.eval("framed")
+    assert (type(info.value), info.value.errorstack) == (TclError,
+                                                         "CALL {framed frame} CALL framed")
+    assert (TclError("plain").errorstack, TclError("set", errorstack="CALL x").errorstack) == (
+        "", "CALL x")
+
+
 def test_usage_error_from_python():
     with pytest.raises(TclError) as info:
         tcl.eval("torch::autocast_disable cpu cuda")

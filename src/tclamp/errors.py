@@ -20,13 +20,19 @@ class TclError(Exception):
     back into Tcl, it ends the command the same way, with the same details.
     """
 
+    # Set on an error only when it has one, so that a subclass may define
+    # errorstack itself, as a property without a setter too (subclasses
+    # did before TclError had it).
+    errorstack = ""
+
     def __init__(self, result, errorcode="NONE", errorinfo="", code=1, errorstack=""):
         super().__init__(result)
         self.result = result
         self.errorcode = errorcode
         self.errorinfo = errorinfo
         self.code = code
-        self.errorstack = errorstack
+        if errorstack:
+            self.errorstack = errorstack
 
 
 class UsageError(Exception):
