@@ -1187,14 +1187,35 @@ dict_str(Tcl_Obj *dict, const char *key)
     return v ? str_from_tcl(v) : PyUnicode_FromString("");
 }
 
+/* An error that a return ended the script with (`return -code error`, or
+   a proc's `return -level 2`) is one Tcl has logged no frames for: its
+   -errorstack in `options` is still the last logged error's, an unrelated
+   one, and goes, unless the return gave it (-errorstack, -options). */
+static void
+drop_stale_errorstack(Tcl_Interp *interp, Tcl_Obj *options)
+{
+    Tcl_Obj *given = Tcl_GetReturnOptions(interp, TCL_RETURN);
+    Tcl_Obj *key = Tcl_NewStringObj("-errorstack", -1), *value = NULL;
+    Tcl_IncrRefCount(given);
+    Tcl_IncrRefCount(key);
+    Tcl_DictObjGet(NULL, given, key, &value);
+    if (value == NULL)
+        Tcl_DictObjRemove(NULL, options, key);
+    Tcl_DecrRefCount(key);
+    Tcl_DecrRefCount(given);
+}
+
 /* The interpreter's outcome `code` (not OK) becomes tclamp.TclError with
    the code it carries, or the Python exception (KeyboardInterrupt and
-   SystemExit too) that caused it; returns NULL. */
+   SystemExit too) that caused it; returns NULL.  `returned`: the script
+   ended with a return that stands for `code` (effective_code). */
 PyObject *
-raise_tcl_error(Tcl_Interp *interp, int code)
+raise_tcl_error(Tcl_Interp *interp, int code, int returned)
 {
     Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
     Tcl_IncrRefCount(options);
+    if (code == TCL_ERROR && returned)
+        drop_stale_errorstack(interp, options);
     if (code == TCL_ERROR) {    /* a Python exception's own error, back */
         Tcl_Obj *key = Tcl_NewStringObj("-errorcode", -1), *errorcode = NULL;
         Tcl_IncrRefCount(key);

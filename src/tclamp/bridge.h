@@ -387,7 +387,7 @@ PyObject *arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle);
 void release_unused_objects(void);
 void cache_put(PyObject *cache, PyObject *key, PyObject *value, Py_ssize_t size);
 int report_python_error(InterpState *owner, Tcl_Interp *interp);
-PyObject *raise_tcl_error(Tcl_Interp *interp, int code);
+PyObject *raise_tcl_error(Tcl_Interp *interp, int code, int returned);
 
 /* Handles, Outcome and Script. */
 void delete_handles_since(InterpState *owner, unsigned long mark);

@@ -343,9 +343,9 @@ effective_code(Tcl_Interp *interp, int code)
 static PyObject *
 eval_result(Tcl_Interp *interp, int code, int want)
 {
-    code = effective_code(interp, code);
-    if (code != TCL_OK)
-        return raise_tcl_error(interp, code);
+    int effective = effective_code(interp, code);
+    if (effective != TCL_OK)
+        return raise_tcl_error(interp, effective, code == TCL_RETURN);
     Tcl_Obj *obj = Tcl_GetObjResult(interp);
     if (want == AS_STR) {
         PyObject *result = str_from_tcl(obj);
@@ -1409,7 +1409,7 @@ Interp_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     watch_tcl_exit();
     run_pending_deletions();
     if (Tcl_Init(interp) != TCL_OK) {
-        raise_tcl_error(interp, TCL_ERROR);
+        raise_tcl_error(interp, TCL_ERROR, 0);
         Tcl_DeleteInterp(interp);
         return NULL;
     }
