@@ -1006,32 +1006,52 @@ take_in_flight(Tcl_Obj *code)
     return value;
 }
 
+static PyObject *
+dict_str(Tcl_Obj *dict, const char *key)
+{
+    Tcl_Obj *k = Tcl_NewStringObj(key, -1), *v = NULL;
+    Tcl_IncrRefCount(k);
+    Tcl_DictObjGet(NULL, dict, k, &v);
+    Tcl_DecrRefCount(k);
+    return v ? str_from_tcl(v) : PyUnicode_FromString("");
+}
+
 /* A Python exception (not a TclError) whose error came back to Python
-   through Tcl keeps the -errorstack it had there, the Tcl frames it left,
-   under this key of its own __dict__: when it goes on into Tcl again, they
-   begin -errorstack there, as a TclError's errorstack does, and the key
-   goes (the same object raised again later, from elsewhere, left no such
-   frames).  The dict is read and written as it is, so that no attribute
-   code of the exception's class runs (it may fail, or run Tcl). */
-#define FRAMES_LEFT_KEY "__tcl_errorstack__"
+   through Tcl keeps what its error had there, under this key of its own
+   __dict__: (-errorstack, -errorinfo, how many entries its traceback had
+   then).  When it goes on into Tcl again, its errorInfo goes on from
+   there (errors.describe_error) and the frames it left begin -errorstack,
+   as a TclError's do; then the key goes (the same object raised again
+   later, from elsewhere, left no such frames).  The dict is read and
+   written as it is, so that no attribute code of the exception's class
+   runs (it may fail, or run Tcl). */
+#define CROSSING_KEY "__tcl_crossing__"
 
 static void
-keep_frames_left(PyObject *exc, Tcl_Obj *options)
+keep_crossing(PyObject *exc, Tcl_Obj *options)
 {
-    Tcl_Obj *key = Tcl_NewStringObj("-errorstack", -1), *frames = NULL;
-    Tcl_IncrRefCount(key);
-    Tcl_DictObjGet(NULL, options, key, &frames);
-    Tcl_DecrRefCount(key);
-    PyObject *dict = frames ? PyObject_GenericGetDict(exc, NULL) : NULL;
-    PyObject *text = dict && PyDict_Check(dict) ? str_from_tcl(frames) : NULL;
-    if (text == NULL || PyDict_SetItemString(dict, FRAMES_LEFT_KEY, text) < 0)
+    PyObject *dict = PyObject_GenericGetDict(exc, NULL);
+    PyObject *errorstack = dict && PyDict_Check(dict) ? dict_str(options, "-errorstack") : NULL;
+    PyObject *errorinfo = errorstack ? dict_str(options, "-errorinfo") : NULL;
+    Py_ssize_t depth = 0;
+    PyObject *tb = PyException_GetTraceback(exc);
+    while (tb != NULL && tb != Py_None) {
+        depth++;
+        Py_SETREF(tb, PyObject_GetAttrString(tb, "tb_next"));
+    }
+    Py_XDECREF(tb);
+    PyErr_Clear();
+    PyObject *crossing = errorinfo ? Py_BuildValue("(OOn)", errorstack, errorinfo, depth) : NULL;
+    if (crossing == NULL || PyDict_SetItemString(dict, CROSSING_KEY, crossing) < 0)
         PyErr_Clear();
-    Py_XDECREF(text);
+    Py_XDECREF(crossing);
+    Py_XDECREF(errorinfo);
+    Py_XDECREF(errorstack);
     Py_XDECREF(dict);
 }
 
 /* The Tcl frames an exception's error left before it reached Python: a
-   TclError's errorstack, or what keep_frames_left kept (taken), when it is
+   TclError's errorstack, or what keep_crossing kept (taken), when it is
    a list of pairs Tcl takes back; else NULL (an error raised in Python, or
    one whose errorstack was changed).  An empty one (blanks too) is NULL:
    seeded, Tcl would add no INNER frame. */
@@ -1043,10 +1063,12 @@ frames_left(PyObject *value)
         text = PyObject_GetAttrString(value, "errorstack");
     } else if (value != NULL) {
         PyObject *dict = PyObject_GenericGetDict(value, NULL);
-        text = dict && PyDict_Check(dict) ? PyDict_GetItemString(dict, FRAMES_LEFT_KEY) : NULL;
-        Py_XINCREF(text);
-        if (text != NULL)
-            PyDict_DelItemString(dict, FRAMES_LEFT_KEY);
+        PyObject *crossing = dict && PyDict_Check(dict)
+            ? PyDict_GetItemString(dict, CROSSING_KEY) : NULL;
+        if (crossing != NULL && PyTuple_Check(crossing) && PyTuple_GET_SIZE(crossing) == 3)
+            text = Py_NewRef(PyTuple_GET_ITEM(crossing, 0));
+        if (crossing != NULL)
+            PyDict_DelItemString(dict, CROSSING_KEY);
         Py_XDECREF(dict);
     }
     Tcl_Obj *frames = text != NULL && PyUnicode_Check(text) ? tcl_from_str(text) : NULL;
@@ -1177,16 +1199,6 @@ command_result(InterpState *owner, Tcl_Interp *interp, PyObject *value)
     return TCL_OK;
 }
 
-static PyObject *
-dict_str(Tcl_Obj *dict, const char *key)
-{
-    Tcl_Obj *k = Tcl_NewStringObj(key, -1), *v = NULL;
-    Tcl_IncrRefCount(k);
-    Tcl_DictObjGet(NULL, dict, k, &v);
-    Tcl_DecrRefCount(k);
-    return v ? str_from_tcl(v) : PyUnicode_FromString("");
-}
-
 /* An error that a return ended the script with (`return -code error`, or
    a proc's `return -level 2`) is one Tcl has logged no frames for: its
    -errorstack in `options` is still the last logged error's, an unrelated
@@ -1223,7 +1235,7 @@ raise_tcl_error(Tcl_Interp *interp, int code, int returned)
         Tcl_DecrRefCount(key);
         PyObject *original = take_in_flight(errorcode);
         if (original != NULL) {
-            keep_frames_left(original, options);
+            keep_crossing(original, options);
             Tcl_DecrRefCount(options);
             Tcl_ResetResult(interp);
             PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(original)), original,

@@ -1,6 +1,7 @@
 """The errors that cross the bridge, and how a Python exception reads in Tcl."""
 import gc
 import inspect
+import itertools
 import os
 import sys
 import traceback
@@ -68,19 +69,40 @@ TRACEBACK, CAUSE_OF, CONTEXT_OF, SUPPRESS_CONTEXT = (
 NAME_OF = type.__dict__["__name__"].__get__
 
 
-def user_frames(tb):
-    """The traceback's text without tclamp's own outer frames (py eval,
-    py call), which say nothing about the user's code."""
+# Where the C bridge keeps what a Python exception's error had in Tcl when
+# it came back to Python (_bridge.c, keep_crossing): a key of the
+# exception's own __dict__, read through BaseException's descriptor.
+CROSSING = "__tcl_crossing__"
+DICT_OF = BaseException.__dict__["__dict__"].__get__
+
+
+def user_frames(tb, limit=None, inner=False):
+    """The text of the traceback (of its first `limit` entries) without
+    tclamp's own outer frames (py eval, py call), which say nothing about
+    the user's code; with `inner`, without its own innermost ones either:
+    tclamp.tcl.eval's, through which an error came back from Tcl."""
     try:
-        frames = traceback.extract_tb(tb)
+        frames = traceback.extract_tb(tb, limit)
     except Exception:       # a module's loader failed to give its source: no lines
         frames = traceback.StackSummary.from_list(
             [(frame.f_code.co_filename, lineno, frame.f_code.co_name, "")
-             for frame, lineno in traceback.walk_tb(tb)])
-    start = 0
-    while start < len(frames) - 1 and frames[start].filename.startswith(f"{PACKAGE_DIR}{os.sep}"):
+             for frame, lineno in itertools.islice(traceback.walk_tb(tb), limit)])
+    start, end = 0, len(frames)
+    while start < end - 1 and frames[start].filename.startswith(f"{PACKAGE_DIR}{os.sep}"):
         start += 1
-    return "".join(traceback.format_list(frames[start:])).rstrip()
+    while inner and end > start and frames[end - 1].filename.startswith(f"{PACKAGE_DIR}{os.sep}"):
+        end -= 1
+    return "".join(traceback.format_list(frames[start:end])).rstrip()
+
+
+def crossed_tcl(exc):
+    """(errorinfo, traceback entries) of a Python exception whose error
+    came back to Python through Tcl, as they were then; or None."""
+    crossing = dict.get(DICT_OF(exc), CROSSING)
+    if (type(crossing) is tuple and len(crossing) == 3 and type(crossing[1]) is str
+            and type(crossing[2]) is int):
+        return crossing[1], crossing[2]
+    return None
 
 
 def describe_error(exc):
@@ -91,8 +113,8 @@ def describe_error(exc):
     whose errorInfo does not start with its message: `error msg info`)."""
     if issubclass(type(exc), UsageError):
         return exc.message, ("TCLAMP", exc.kind, *exc.details), None
-    frames = user_frames(TRACEBACK(exc))
     if issubclass(type(exc), TclError):
+        frames = user_frames(TRACEBACK(exc), inner=True)
         head = None
         if not exc.errorinfo or exc.errorinfo.startswith(exc.result):
             tail = exc.errorinfo[len(exc.result):]
@@ -104,6 +126,21 @@ def describe_error(exc):
     name = NAME_OF(type(exc))
     text = exception_text(exc)
     message = f"{name}: {text}" if text else name
+    crossing = crossed_tcl(exc)
+    if crossing is not None:
+        # Its errorInfo goes on from what it was in Tcl, as a TclError's
+        # does, with the frames it has passed since (the first entries of
+        # its traceback).  Raised again with another text or traceback,
+        # it is described anew.
+        errorinfo, depth = crossing
+        entries = sum(1 for _ in traceback.walk_tb(TRACEBACK(exc)))
+        if (errorinfo == message or errorinfo.startswith(message + "\n")) and entries >= depth:
+            tail = errorinfo[len(message):]
+            since = user_frames(TRACEBACK(exc), entries - depth, inner=True)
+            if since:
+                tail += "\n    (passed through Python)\n" + since
+            return message, ("PYTHON", name, text), tail
+    frames = user_frames(TRACEBACK(exc))
     earlier = "".join(chained(exc))
     if not frames and not earlier:
         return message, ("PYTHON", name, text), None
