@@ -1110,7 +1110,9 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
             info = to_tcl(owner, PyTuple_GET_ITEM(desc, 2));
         if (code && size == 4 && PyTuple_GET_ITEM(desc, 3) != Py_None
                 && (head = to_tcl(owner, PyTuple_GET_ITEM(desc, 3))) == NULL) {
+            /* NULLed as they go: the fallback below discards them again */
             discard(info);
+            info = NULL;
             discard(code);
             code = NULL;
         }
