@@ -340,6 +340,14 @@ def test_eval_file_takes_a_path_as_open_does(tmp_path):
         interp.eval_file(None)
     with pytest.raises(ValueError, match="embedded null"):
         interp.eval_file(f"{script}\0x")
+    # A byte that is no UTF-8 (a lone surrogate once decoded) has no Tcl
+    # text: Tcl wrote the surrogate as three bytes of its own and ran the
+    # file of that name instead.
+    (tmp_path / os.fsdecode(b"\xed\xb3\xbf.tcl")).write_text("set x other-file\n")
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+        interp.eval_file(tmp_path / os.fsdecode(b"\xff.tcl"))
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+        interp.eval_file(os.fsencode(tmp_path) + b"/\xff.tcl")
 
 
 def test_cancel_from_another_thread_while_the_interpreter_goes():

@@ -580,6 +580,13 @@ Interp_eval_file(InterpObject *self, PyObject *args, PyObject *kwargs)
         Py_XDECREF(path);
         return NULL;
     }
+    /* A byte that is no UTF-8 decodes to a lone surrogate, which Tcl's
+       file system writes as three bytes of its own: another file's name.
+       Refused, as no Tcl text names that file. */
+    if (PyUnicode_AsUTF8AndSize(path, NULL) == NULL) {
+        Py_DECREF(path);
+        return NULL;
+    }
     InterpState *s = self->state;
     release_unused_objects();
     Tcl_Obj *obj = tcl_from_str(path);
