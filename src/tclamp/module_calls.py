@@ -34,8 +34,9 @@ def cast_inputs(value, device_type, dtype, within=frozenset()):
     looked into.  A container with nothing to cast is passed on as it is
     (forward may fill it in place); one with something is copied, keeping
     its type (a defaultdict's factory, an OrderedDict subclass's attributes)
-    where the type can be copied, else as the plain list, tuple or dict that
-    torch's own autocast passes.  A container met again inside itself (a list
+    where the type can be copied (into a new object holding the cast
+    items), else as the plain list, tuple or dict that torch's own autocast
+    passes.  A container met again inside itself (a list
     that holds itself) is passed on as it is: within holds the ids of those
     being looked into."""
     if isinstance(value, torch.Tensor):
@@ -52,9 +53,14 @@ def cast_inputs(value, device_type, dtype, within=frozenset()):
         if all(new is old for new, old in zip(items, value)):
             return value
         try:
-            return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+            rebuilt = type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+            # A constructor that reads its arguments otherwise (one per item)
+            # can build something else without failing: a tuple of the list.
+            if len(rebuilt) == len(items) and all(new is item for new, item in zip(rebuilt, items)):
+                return rebuilt
         except Exception:       # a subclass whose constructor takes other arguments
-            return list(items) if isinstance(value, list) else tuple(items)
+            pass
+        return list(items) if isinstance(value, list) else tuple(items)
     if isinstance(value, dict):
         changed = {}
         for key, item in value.items():
@@ -65,11 +71,16 @@ def cast_inputs(value, device_type, dtype, within=frozenset()):
             return value
         try:
             copied = copy.copy(value)
-            for key, cast in changed.items():
-                copied[key] = cast
+            # A copy that is the caller's own dict (__copy__ returning self)
+            # would have its tensors cast in the caller's hands.
+            if copied is not value:
+                for key, cast in changed.items():
+                    copied[key] = cast
+                return copied
         except Exception:       # a subclass that refuses to be copied or set
-            copied = dict(value.items())    # as read above: keys() may refuse too
-            copied.update(changed)
+            pass
+        copied = dict(value.items())    # as read above: keys() may refuse too
+        copied.update(changed)
         return copied
     return value
 
