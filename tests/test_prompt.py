@@ -335,6 +335,17 @@ def test_arguments_that_are_not_utf8_read_as_tclsh_reads_them(tmp_path):
                                capture_output=True, cwd=tmp_path)
     assert (by_tclamp.stdout, by_tclamp.returncode) == (by_tclsh.stdout, 0) == \
         ("1 \u00ff\n2 a\u00e9\n3 \u00e9t\u00e9\n3 {x y}\n".encode(), 0)
+    # A script so named is the file $argv0 names, as in tclsh, which has no
+    # such file (Tcl writes U+00FF as two bytes); tclamp failed on
+    # ::errorCode, as eval_file refused Python's name for it.
+    (tmp_path / "x\udcff.tcl").write_text("puts ran\n", errors="surrogateescape")
+    by_tclsh = subprocess.run([TCLSH, b"x\xff.tcl"], capture_output=True, cwd=tmp_path,
+                              env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp", b"x\xff.tcl"],
+                               capture_output=True, cwd=tmp_path)
+    assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
+        (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == \
+        (b"", 'couldn\'t read file "x\u00ff.tcl": no such file or directory\n'.encode(), 1)
 
 
 SCRIPTS = {

@@ -406,7 +406,9 @@ def run_script(interp, script, args, encoding=None):
     evaluator = Evaluator(interp)
     interp.call("set", "tcl_interactive", 0)
     set_argv(interp, script, args)
-    ran = source(evaluator, script, encoding)
+    # The file tclsh would read: the one $argv0 names (eval_file refuses
+    # Python's name for a byte that is no UTF-8, a lone surrogate).
+    ran = source(evaluator, interp.call("set", "argv0"), encoding)
     if evaluator.exit_code is not None:
         return evaluator.exit_code
     if evaluator.interrupted:
