@@ -214,6 +214,26 @@ def test_command_names_and_array_keys(interp, name):
     assert interp.eval("info exists arr([string reverse [string reverse $k]])") == "1"
 
 
+# Names that are no plain UTF-8 in Tcl: NUL is C0 80 there, a character
+# beyond the BMP is two surrogates' bytes in Tcl 8.6, a lone surrogate is
+# ED A0 80.
+@pytest.mark.parametrize("tail", ["\U0001F600", "a\0b", "\ud800", "é中"])
+def test_a_handle_renamed_to_any_name_goes_by_it(interp, tail):
+    import __main__
+    interp.eval("py exec {class Renamed: pass\nrenamed = Renamed()}")
+    new = "::m" + tail
+    interp.call("rename", interp.eval("py eval renamed"), new)
+    assert interp.eval("py eval renamed") == new
+    assert interp.eval("py eval {[renamed, 1]}") == interp.call("list", new, 1)
+    assert interp.call("py", "call", "id", new) == str(id(__main__.renamed))
+    assert interp.handle_names() == [new]
+    assert interp.handle_name(__main__.renamed) == new
+    interp.call("proc", "::ma", "", "return other")     # what ends at its NUL
+    assert interp.release(__main__.renamed) == 1
+    assert interp.call("info", "commands", new) == ""
+    assert interp.eval("::ma") == "other" and interp.handle_count == 0
+
+
 def test_non_ascii_python_names(interp):
     interp.eval("py exec {def fé中(x): return x * 2}")
     assert interp.eval("proc p {} {py call fé中 é\\0}; p") == "é\0é\0"

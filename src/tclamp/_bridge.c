@@ -1447,7 +1447,13 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
     if (enter(&e, NULL, NULL) < 0)
         return;
     InterpState *s = h->owner;
-    PyObject *name = PyUnicode_FromString(new_name);
+    /* Tcl's UTF-8, read as every Tcl text is: a name with NUL, a lone
+       surrogate or (in Tcl 8.6) a character beyond the BMP is no UTF-8 that
+       Python decodes, and the handle would keep going by its old name. */
+    Tcl_Obj *text = Tcl_NewStringObj(new_name, -1);
+    Tcl_IncrRefCount(text);
+    PyObject *name = str_from_tcl(text);
+    Tcl_DecrRefCount(text);
     if (name != NULL && s->handles != NULL
             && PyDict_SetItem(s->handles, name, h->object) == 0
             && PyDict_DelItem(s->handles, h->name) == 0

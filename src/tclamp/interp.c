@@ -736,9 +736,14 @@ Interp_release(InterpObject *self, PyObject *obj)
     Py_XDECREF(id);
     if (name == NULL)
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
-    Py_INCREF(name);
-    Tcl_DeleteCommand(s->interp, PyUnicode_AsUTF8(name));
-    Py_DECREF(name);
+    /* The name as Tcl writes it (NUL as C0 80, in Tcl 8.6 a character
+       beyond the BMP as two surrogates), not as Python's UTF-8. */
+    Tcl_Obj *text = tcl_from_str(name);
+    if (text == NULL)
+        return NULL;
+    Tcl_IncrRefCount(text);
+    Tcl_DeleteCommand(s->interp, Tcl_GetString(text));
+    Tcl_DecrRefCount(text);
     return PyLong_FromLong(1);
 }
 
