@@ -245,3 +245,18 @@ def test_tcl9_abstract_lists_are_lists(interp):
     assert interp.eval("lrange [lseq 3] 0 end", result=object) == [0, 1, 2]
     assert interp.eval("dict create a 1", result=object) == "a 1"
     assert interp.eval("expr {7}", result=object) == 7
+
+
+@pytest.mark.parametrize("value", [["a\0b", 7], ["\U0001F600", 2.5], [["\0"], -1]])
+def test_reading_a_lists_text_keeps_it_a_list(interp, value):
+    """A list whose text is no plain UTF-8 (NUL is C0 80 in Tcl; a
+    character beyond the BMP is two surrogates in Tcl 8.6) is read from
+    its characters: reading its text, from Python or by py call, leaves
+    it the list it was (it became a string, and result=object gave its
+    text)."""
+    interp.call("set", "x", value)
+    assert interp.eval("set x", result=object) == value
+    interp.eval("set x")
+    assert interp.eval("set x", result=object) == value
+    interp.eval("py call str $x")
+    assert interp.eval("set x", result=object) == value

@@ -462,7 +462,16 @@ str_from_tcl(Tcl_Obj *obj)
     if (str != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
         return str;
     PyErr_Clear();
-    return str_from_units(obj);
+    if (is_string)
+        return str_from_units(obj);
+    /* Making code units makes a value a string: a list, a byte array or a
+       dict would lose its type (and result=object would read it as text),
+       so a copy of its text makes them. */
+    Tcl_Obj *copy = Tcl_NewStringObj(s, len);
+    Tcl_IncrRefCount(copy);
+    str = str_from_units(copy);
+    Tcl_DecrRefCount(copy);
+    return str;
 }
 
 /* The Tcl code units of a str: in Tcl 8.6 a character beyond the BMP is
