@@ -13,7 +13,7 @@ import pexpect
 import pytest
 import torch
 
-from conftest import ROOT, TCLSH, needs_setup, tcl_env
+from conftest import ROOT, TCL9, TCLSH, needs_setup, tcl_env
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 
@@ -488,6 +488,19 @@ def test_piped_input_cut_inside_a_command_says_so(tmp_path):
     assert (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == ("a\n", "", 0)
     assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
         ("a\n", "missing close-brace\n", 0)
+
+
+def test_piped_bytes_that_stdin_cannot_read_end_the_input_as_in_tclsh(tmp_path):
+    """Tcl 9 reads stdin in its encoding strictly: a byte that is no UTF-8
+    is an error reading stdin, which tclsh takes as the end of its input
+    (status 0, no message).  tclamp died with a Python traceback, status 1.
+    Tcl 8.6 reads the byte as a character of its own."""
+    piped = b"puts one\nputs a\xffb\nputs two\n"
+    runs = [subprocess.run(program, input=piped, capture_output=True, cwd=tmp_path,
+                           env=tcl_env(LANG="C.UTF-8"), timeout=60)
+            for program in ([TCLSH], [sys.executable, "-m", "tclamp"])]
+    expected = b"one\n" if TCL9 else "one\na\xffb\ntwo\n".encode()
+    assert [(r.stdout, r.stderr, r.returncode) for r in runs] == [(expected, b"", 0)] * 2
 
 
 @pytest.mark.parametrize("program", [[TCLSH], [sys.executable, "-m", "tclamp"]],

@@ -304,7 +304,13 @@ def read_commands(interp, evaluator):
     interp.call("set", "tcl_interactive", 0)
     buffer = ""
     while evaluator.exit_code is None and not evaluator.interrupted:
-        if read_line(interp, evaluator) == "-1":
+        try:
+            length = read_line(interp, evaluator)
+        except TclError:
+            # Tcl 9 fails a read of bytes that stdin's encoding refuses:
+            # tclsh takes an error reading stdin as the end of its input.
+            length = "-1"
+        if length == "-1":
             if buffer:
                 run_read(evaluator, buffer)
             break
