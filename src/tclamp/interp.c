@@ -297,14 +297,28 @@ static PyObject *
 list_from_tcl(Tcl_Interp *interp, Tcl_Obj *obj)
 {
     Tcl_Size n;
-    Tcl_Obj **items;
-    if (Tcl_ListObjGetElements(interp, obj, &n, &items) != TCL_OK)
+    Tcl_Obj **items = NULL;
+    /* An abstract list gives its items one at a time, into a list Python
+       made first: asked for all at once, Tcl 9.0 allocates them all, and
+       for `lseq 2**61` the size overflows (a crash), where Python refuses
+       the list (MemoryError). */
+    int by_index = obj->typePtr != NULL && is_abstract_list(obj->typePtr);
+    if (by_index ? Tcl_ListObjLength(interp, obj, &n) != TCL_OK
+                 : Tcl_ListObjGetElements(interp, obj, &n, &items) != TCL_OK)
         return value_error(interp);
     if (Py_EnterRecursiveCall(" while converting a Tcl list to Python"))
         return NULL;
     PyObject *list = PyList_New(n);
     for (Tcl_Size i = 0; list != NULL && i < n; i++) {
-        PyObject *item = object_from_tcl(interp, items[i]);
+        Tcl_Obj *element = by_index ? NULL : items[i];
+        if (by_index && Tcl_ListObjIndex(interp, obj, i, &element) != TCL_OK) {
+            Py_CLEAR(list);
+            value_error(interp);
+            break;
+        }
+        Tcl_IncrRefCount(element);      /* an abstract list's may be new, held by none */
+        PyObject *item = object_from_tcl(interp, element);
+        Tcl_DecrRefCount(element);
         if (item == NULL)
             Py_CLEAR(list);
         else
