@@ -223,6 +223,17 @@ def test_refused_dict_frees_what_it_made(interp):
     assert interp.call("set", "z", {1: "a", "2": [1, 2]}) == "1 a 2 {1 2}"
 
 
+@pytest.mark.parametrize("key", ["\0", "\ud800", "\U0001F600", "\xff"])
+def test_refused_dict_names_its_key_as_it_is(interp, key):
+    """The message names the key that two keys of the dict are (a tuple of
+    one str is a list of one word): NUL, a lone surrogate, and (on Tcl 8.6)
+    a character beyond the BMP came out as U+FFFD, one for each byte of
+    Tcl's UTF-8 of them."""
+    with pytest.raises(ValueError) as refused:
+        interp.call("list", {(key,): 1, key: 2})
+    assert str(refused.value) == f'two keys of the dict are the same Tcl key "{key}"'
+
+
 # Tcl 8.6 has no lseq: the same values as a plain list, so that the test
 # below runs (and holds) there too.
 LSEQ_8_6 = """

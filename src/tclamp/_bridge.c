@@ -602,8 +602,13 @@ dict_to_tcl(InterpState *owner, PyObject *v)
         Tcl_DictObjPut(NULL, result, k, x);
         Tcl_DictObjSize(NULL, result, &grown);
         if (grown == size) {    /* 1 and '1' are one Tcl key */
-            PyErr_Format(PyExc_ValueError,
-                         "two keys of the dict are the same Tcl key \"%s\"", Tcl_GetString(k));
+            /* named as Python reads Tcl's text (NUL is C0 80 there, ...) */
+            PyObject *name = str_from_tcl(k);
+            if (name != NULL) {
+                PyErr_Format(PyExc_ValueError,
+                             "two keys of the dict are the same Tcl key \"%U\"", name);
+                Py_DECREF(name);
+            }
             Tcl_DecrRefCount(k);
             discard(result);
             return NULL;
