@@ -87,6 +87,24 @@ def test_command_result(prompt):
     assert run(prompt, "expr {6 * 7}") == "42"
 
 
+def test_a_result_that_stdout_cannot_encode_is_written_as_tcl_writes_it(tmp_path):
+    """A result with a lone surrogate: Python's print refused it, and tclamp
+    ended with a traceback.  It goes out as tclsh writes a result, through
+    Tcl's stdout: Tcl 8.6 writes the surrogate's three bytes, Tcl 9 writes
+    up to it and refuses it (its error is shown); the prompt goes on."""
+    env = python_buffered_env(HOME=str(tmp_path), TERM="dumb")
+    child = pexpect.spawn(sys.executable, ["-m", "tclamp"], env=env, cwd=str(tmp_path),
+                          encoding="utf-8", codec_errors="surrogatepass", timeout=60)
+    child.expect_exact("% ")
+    try:
+        shown = run(child, 'py eval {"a\\ud800b"}')
+        assert shown == ('aerror writing "stdout": invalid or incomplete multibyte or wide character'
+                         if TCL9 else "a\ud800b")
+        assert run(child, "expr {6 * 7}") == "42"
+    finally:
+        child.close(force=True)
+
+
 def test_multi_line_proc(prompt):
     prompt.sendline("proc square {x} {")
     prompt.expect_exact("> ")

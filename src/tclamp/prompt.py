@@ -401,8 +401,22 @@ def interact(interp, traceback):
         script, buffer = buffer, ""
         result = run_read(evaluator, script, traceback)
         if result:
-            print(result)
+            show_result(interp, result)
     return evaluator.exit_code
+
+
+def show_result(interp, result):
+    """Prints a command's result at the prompt.  Text that Python's stdout
+    cannot encode (a lone surrogate) goes out as tclsh writes a result,
+    through Tcl's stdout: Tcl 8.6 writes a surrogate's bytes, Tcl 9 writes
+    up to it and refuses it (its error is shown)."""
+    try:
+        print(result)
+    except UnicodeEncodeError:
+        try:
+            interp.call("chan", "puts", "stdout", result)
+        except TclError as error:
+            report(error.result)
 
 
 def run_script(interp, script, args, encoding=None):
