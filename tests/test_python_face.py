@@ -326,6 +326,13 @@ def test_eval_file_runs_a_file_as_tclsh_and_a_cancel_there_ends_with_it(tmp_path
     assert interp.call("list", "next") == "next"
     (tmp_path / "latin1.tcl").write_bytes(b'return "\xe9"\n')
     assert interp.eval_file(str(tmp_path / "latin1.tcl"), "iso8859-1") == "\u00e9"
+    # Called by Python code that a proc runs, it runs in that proc's frame,
+    # as `source` there would (docs/py.md).
+    (tmp_path / "level.tcl").write_text("list [info level] [info exists local]\n")
+    interp.eval("package require tclamp; py exec {import tclamp}")
+    interp.eval("proc p {path} {set local 1; py call tclamp.tcl.interp.eval_file $path}")
+    level = str(tmp_path / "level.tcl")
+    assert (interp.call("p", level), interp.eval_file(level)) == ("1 1", "0 0")
 
 
 def test_eval_file_takes_a_path_as_open_does(tmp_path):
