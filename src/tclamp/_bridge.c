@@ -462,7 +462,9 @@ str_from_tcl(Tcl_Obj *obj)
     if (str != NULL || !PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
         return str;
     PyErr_Clear();
-    if (is_string)
+    /* A value that is text alone loses nothing by getting its code units,
+       and keeps them for the next read. */
+    if (is_string || obj->typePtr == NULL)
         return str_from_units(obj);
     /* Making code units makes a value a string: a list, a byte array or a
        dict would lose its type (and result=object would read it as text),
