@@ -2,6 +2,7 @@
 script mode, held against a plain tclsh running the same script."""
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -364,6 +365,14 @@ def test_arguments_that_are_not_utf8_read_as_tclsh_reads_them(tmp_path):
     assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
         (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == \
         (b"", 'couldn\'t read file "x\u00ff.tcl": no such file or directory\n'.encode(), 1)
+    # Names whose Tcl text Python cannot give as a file name (NUL, which Tcl
+    # reads C0 80 as; a surrogate's bytes): their error, not a failure to
+    # read ::errorCode, which no Tcl error had set.
+    for name in b"x\xc0\x80.tcl", b"x\xed\xa0\x80.tcl":
+        r = subprocess.run([sys.executable, "-m", "tclamp", name], capture_output=True,
+                           cwd=tmp_path)
+        assert (r.stdout, r.returncode, r.stderr.count(b"\n")) == (b"", 1, 1)
+        assert re.match(rb"(ValueError|UnicodeEncodeError): ", r.stderr), r.stderr
 
 
 SCRIPTS = {

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from . import _bridge
 from .bridge import py_interact
-from .errors import TclError, describe_error
+from .errors import TclError, crossed_tcl, describe_error
 
 HISTORY = os.path.expanduser("~/.tclamp_history")
 RC_FILE = os.path.expanduser("~/.tclamprc")
@@ -154,8 +154,12 @@ class Evaluator:
             raise
         except Exception as error:
             # A Python exception comes back as itself (docs/py.md); the
-            # prompt reports it as the Tcl error it was.
-            raise TclError(describe_error(error)[0], self.interp.eval("set ::errorCode"),
+            # prompt reports it as the Tcl error it was, or, refused before
+            # Tcl ran (a file name eval_file has no Tcl text for), as itself.
+            message = describe_error(error)[0]
+            if crossed_tcl(error) is None:
+                raise TclError(message, errorinfo=message) from error
+            raise TclError(message, self.interp.eval("set ::errorCode"),
                            self.interp.eval("set ::errorInfo")) from error
         finally:
             with self.lock:
