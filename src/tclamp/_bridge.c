@@ -1049,18 +1049,21 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
     PyObject *dict = PyObject_GenericGetDict(exc, NULL);
     PyObject *errorstack = dict && PyDict_Check(dict) ? dict_str(options, "-errorstack") : NULL;
     PyObject *errorinfo = errorstack ? dict_str(options, "-errorinfo") : NULL;
-    Py_ssize_t depth = 0;
-    PyObject *tb = PyException_GetTraceback(exc);
-    while (tb != NULL && tb != Py_None) {
-        depth++;
-        Py_SETREF(tb, PyObject_GetAttrString(tb, "tb_next"));
-    }
-    Py_XDECREF(tb);
-    PyErr_Clear();
-    PyObject *crossing = errorinfo ? Py_BuildValue("(OOn)", errorstack, errorinfo, depth) : NULL;
-    if (crossing == NULL || PyDict_SetItemString(dict, CROSSING_KEY, crossing) < 0)
+    PyErr_Clear();      /* nothing kept (out of memory): no call with it set */
+    if (errorinfo != NULL) {
+        Py_ssize_t depth = 0;
+        PyObject *tb = PyException_GetTraceback(exc);
+        while (tb != NULL && tb != Py_None) {
+            depth++;
+            Py_SETREF(tb, PyObject_GetAttrString(tb, "tb_next"));
+        }
+        Py_XDECREF(tb);
         PyErr_Clear();
-    Py_XDECREF(crossing);
+        PyObject *crossing = Py_BuildValue("(OOn)", errorstack, errorinfo, depth);
+        if (crossing == NULL || PyDict_SetItemString(dict, CROSSING_KEY, crossing) < 0)
+            PyErr_Clear();
+        Py_XDECREF(crossing);
+    }
     Py_XDECREF(errorinfo);
     Py_XDECREF(errorstack);
     Py_XDECREF(dict);
@@ -1083,8 +1086,8 @@ frames_left(PyObject *value)
             ? PyDict_GetItemString(dict, CROSSING_KEY) : NULL;
         if (crossing != NULL && PyTuple_Check(crossing) && PyTuple_GET_SIZE(crossing) == 3)
             text = Py_NewRef(PyTuple_GET_ITEM(crossing, 0));
-        if (crossing != NULL)
-            PyDict_DelItemString(dict, CROSSING_KEY);
+        if (crossing != NULL && PyDict_DelItemString(dict, CROSSING_KEY) < 0)
+            PyErr_Clear();  /* a hostile key's __eq__: tcl_from_str below runs clean */
         Py_XDECREF(dict);
     }
     Tcl_Obj *frames = text != NULL && PyUnicode_Check(text) ? tcl_from_str(text) : NULL;
