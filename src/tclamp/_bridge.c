@@ -1022,13 +1022,21 @@ take_in_flight(Tcl_Obj *code)
     return value;
 }
 
-static PyObject *
-dict_str(Tcl_Obj *dict, const char *key)
+/* A return options dict's value for `key` (borrowed), or NULL. */
+static Tcl_Obj *
+option_value(Tcl_Obj *options, const char *key)
 {
     Tcl_Obj *k = Tcl_NewStringObj(key, -1), *v = NULL;
     Tcl_IncrRefCount(k);
-    Tcl_DictObjGet(NULL, dict, k, &v);
+    Tcl_DictObjGet(NULL, options, k, &v);
     Tcl_DecrRefCount(k);
+    return v;
+}
+
+static PyObject *
+dict_str(Tcl_Obj *dict, const char *key)
+{
+    Tcl_Obj *v = option_value(dict, key);
     return v ? str_from_tcl(v) : PyUnicode_FromString("");
 }
 
@@ -1228,13 +1236,13 @@ static void
 drop_stale_errorstack(Tcl_Interp *interp, Tcl_Obj *options)
 {
     Tcl_Obj *given = Tcl_GetReturnOptions(interp, TCL_RETURN);
-    Tcl_Obj *key = Tcl_NewStringObj("-errorstack", -1), *value = NULL;
     Tcl_IncrRefCount(given);
-    Tcl_IncrRefCount(key);
-    Tcl_DictObjGet(NULL, given, key, &value);
-    if (value == NULL)
+    if (option_value(given, "-errorstack") == NULL) {
+        Tcl_Obj *key = Tcl_NewStringObj("-errorstack", -1);
+        Tcl_IncrRefCount(key);
         Tcl_DictObjRemove(NULL, options, key);
-    Tcl_DecrRefCount(key);
+        Tcl_DecrRefCount(key);
+    }
     Tcl_DecrRefCount(given);
 }
 
@@ -1250,11 +1258,7 @@ raise_tcl_error(Tcl_Interp *interp, int code, int returned)
     if (code == TCL_ERROR && returned)
         drop_stale_errorstack(interp, options);
     if (code == TCL_ERROR) {    /* a Python exception's own error, back */
-        Tcl_Obj *key = Tcl_NewStringObj("-errorcode", -1), *errorcode = NULL;
-        Tcl_IncrRefCount(key);
-        Tcl_DictObjGet(NULL, options, key, &errorcode);
-        Tcl_DecrRefCount(key);
-        PyObject *original = take_in_flight(errorcode);
+        PyObject *original = take_in_flight(option_value(options, "-errorcode"));
         if (original != NULL) {
             keep_crossing(original, options);
             Tcl_DecrRefCount(options);
