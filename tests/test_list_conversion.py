@@ -292,6 +292,42 @@ if TCL9:
             r.stderr[-2000:]
 
 
+def test_a_list_longer_than_a_tcl_list_is_an_overflow_error():
+    """Tcl 8.6 panics when asked for a list of more than about 537 million
+    items (its list's bytes are counted in an unsigned int), far below the
+    2**31 that the bridge checked: a longer Python list ended the process.
+    Such a list needs over 25 GB; here a list says it holds more than Tcl's
+    most (its size field written by ctypes, its items never read, the
+    collector off meanwhile), in a child in case it crashes."""
+    count = 2**61 if TCL9 else 600_000_000
+    code = textwrap.dedent(f"""\
+        import ctypes, gc, __main__, tclamp
+        i = tclamp.Interp()
+        fake = __main__.fake = []
+        size = ctypes.c_ssize_t.from_address(
+            id(fake) + list.__basicsize__ - 3 * ctypes.sizeof(ctypes.c_void_p))
+        gc.disable()
+        size.value = {count}
+        try:
+            for convert in (lambda: i.call("llength", fake), lambda: i.eval("py eval fake")):
+                try:
+                    convert()
+                except OverflowError as e:
+                    print(e)
+        finally:
+            size.value = 0
+        gc.enable()
+        print(i.eval("llength [py eval {{[1, 2]}}]"))
+        """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120, env=tcl_env(TCLAMP_PYTHON=sys.executable))
+    lines = r.stdout.splitlines()
+    assert (len(lines), lines[-1:], r.returncode) == (3, ["2"], 0), r.stderr[-2000:]
+    for line in lines[:2]:
+        most = re.fullmatch(rf"list too long for Tcl: {count} items \(at most (\d+)\)", line)
+        assert most and 5 * 10**8 < int(most[1]) < count, line
+
+
 @pytest.mark.parametrize("value", [["a\0b", 7], ["\U0001F600", 2.5], [["\0"], -1]])
 def test_reading_a_lists_text_keeps_it_a_list(interp, value):
     """A list whose text is no plain UTF-8 (NUL is C0 80 in Tcl; a

@@ -367,14 +367,14 @@ run_pending_deletions(void)
 /* ------------------------------------------------------------------ */
 /* Value conversion                                                     */
 
-/* A value past the running Tcl's size limit (2 GiB in 8.6) is an error,
-   never cut. */
+/* A value past the running Tcl's size limit (2 GiB of text in 8.6; see
+   TCL_LIST_MAX for lists) is an error, never cut. */
 int
-check_tcl_size(Py_ssize_t n, const char *what, const char *unit)
+check_tcl_size(Py_ssize_t n, Py_ssize_t most, const char *what, const char *unit)
 {
-    if (n > (Py_ssize_t)TCL_SIZE_MAX) {
+    if (n > most) {
         PyErr_Format(PyExc_OverflowError, "%s too long for Tcl: %zd %s (at most %zd)",
-                     what, n, unit, (Py_ssize_t)TCL_SIZE_MAX);
+                     what, n, unit, most);
         return -1;
     }
     return 0;
@@ -527,7 +527,7 @@ tcl_from_str(PyObject *s)
     Py_ssize_t len = PyUnicode_GET_LENGTH(s);
     if (PyUnicode_IS_ASCII(s)) {
         const char *data = (const char *)PyUnicode_DATA(s);
-        if (check_tcl_size(len, "str", "bytes") < 0)
+        if (check_tcl_size(len, TCL_SIZE_MAX, "str", "bytes") < 0)
             return NULL;
         Tcl_Obj *obj = len >= BLOCK_COPY_MIN ? ascii_tcl(data, len) : NULL;
         if (obj != NULL)
@@ -539,7 +539,7 @@ tcl_from_str(PyObject *s)
        a character beyond the BMP is two units (counted only where they can
        take a str past the limit: Tcl panics when it writes a text longer). */
     Py_ssize_t units = len > (Py_ssize_t)(TCL_SIZE_MAX / 6) ? tcl_units(s) : len;
-    if (check_tcl_size(units > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : units * 3,
+    if (check_tcl_size(units > PY_SSIZE_T_MAX / 6 ? PY_SSIZE_T_MAX : units * 3, TCL_SIZE_MAX,
                        "str", "bytes of Tcl's UTF-8 at most") < 0)
         return NULL;
     Tcl_Obj *obj = tcl_from_units(s);
@@ -632,7 +632,7 @@ sequence_to_tcl(InterpState *owner, PyObject *v)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     Tcl_Obj *stack[LIST_STACK_ITEMS], **items = stack, *result = NULL;
-    if (check_tcl_size(n, PyList_Check(v) ? "list" : "tuple", "items") < 0
+    if (check_tcl_size(n, TCL_LIST_MAX, PyList_Check(v) ? "list" : "tuple", "items") < 0
             || (n > LIST_STACK_ITEMS && (items = PyMem_New(Tcl_Obj *, n)) == NULL)) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();
@@ -704,7 +704,7 @@ to_tcl(InterpState *owner, PyObject *v)
     if (PyUnicode_Check(v))
         return tcl_from_str(v);
     if (PyBytes_Check(v)) {
-        if (check_tcl_size(PyBytes_GET_SIZE(v), "bytes", "bytes") < 0)
+        if (check_tcl_size(PyBytes_GET_SIZE(v), TCL_SIZE_MAX, "bytes", "bytes") < 0)
             return NULL;
         return Tcl_NewByteArrayObj((const unsigned char *)PyBytes_AS_STRING(v),
                                    (Tcl_Size)PyBytes_GET_SIZE(v));

@@ -379,7 +379,7 @@ void request_delete(InterpState *s);
 void run_pending_deletions(void);
 
 /* Values both ways, and errors. */
-int check_tcl_size(Py_ssize_t n, const char *what, const char *unit);
+int check_tcl_size(Py_ssize_t n, Py_ssize_t most, const char *what, const char *unit);
 PyObject *str_from_tcl(Tcl_Obj *obj);
 Tcl_Obj *tcl_from_str(PyObject *s);
 Tcl_Obj *to_tcl(InterpState *owner, PyObject *v);

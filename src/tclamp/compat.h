@@ -15,6 +15,15 @@ typedef int Tcl_Size;
 #  define TCL_SIZE_MAX INT_MAX
 #endif
 
+/* The most items a Tcl list holds (Tcl panics past it): its store, a
+   header of under 64 bytes and the items' pointers, is counted in an
+   unsigned int in Tcl 8.6 (about 537 million items) and in Tcl_Size in 9. */
+#if TCL_MAJOR_VERSION < 9
+#  define TCL_LIST_MAX ((Tcl_Size)(((size_t)UINT_MAX - 64) / sizeof(void *)))
+#else
+#  define TCL_LIST_MAX ((Tcl_Size)(((size_t)TCL_SIZE_MAX - 64) / sizeof(void *)))
+#endif
+
 /* Tcl's code units (Tcl_UniChar): UTF-16 in Tcl 8.6, where a character
    past U+FFFF is two surrogates; UTF-32 in Tcl 9. */
 #define UNITS_ARE_UTF16 (TCL_UTF_MAX <= 3)

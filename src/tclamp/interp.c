@@ -30,7 +30,8 @@ static PyTypeObject InterpType;
    `encoding` (NULL: Tcl's default); `code` is how it ended. */
 typedef struct {
     Tcl_Interp *interp;
-    int objc, flags, code;
+    Tcl_Size objc;
+    int flags, code;
     Tcl_Obj *const *objv;
     int file;
     const char *encoding;
@@ -546,7 +547,7 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (n == 0)
         return PyErr_Format(PyExc_TypeError, "call() needs a command name");
     release_unused_objects();
-    if (check_tcl_size(n, "call", "words") < 0)
+    if (check_tcl_size(n, TCL_LIST_MAX, "call", "words") < 0)
         return NULL;
     Tcl_Obj *stack[CALL_STACK_ARGS], **objv = stack;
     if (n > CALL_STACK_ARGS && (objv = PyMem_New(Tcl_Obj *, n)) == NULL)
@@ -566,7 +567,7 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     }
     PyObject *result = NULL;
     if (made == n)
-        result = run_global(s, (TclWork){s->interp, (int)n, TCL_EVAL_GLOBAL, 0, objv}, want);
+        result = run_global(s, (TclWork){s->interp, (Tcl_Size)n, TCL_EVAL_GLOBAL, 0, objv}, want);
     else if (handles_made != mark)
         delete_handles_since(s, mark);
     while (made-- > 0)
