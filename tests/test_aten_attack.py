@@ -46,9 +46,12 @@ def test_hand_made_programs_are_refused(tmp_path):
     the Python path as well: a program ending in a set for a result taken
     from the last step read a dtype name at index -1 (the bytes of a
     function), an unknown device made ATen throw through C (abort), and a
-    dict or None result went unmapped.  A program that fits still runs."""
+    dict or None result went unmapped; torch::autocast's body (BODY) ends
+    its program and gives its result.  A program that fits still runs."""
     r = python(tmp_path, """\
         import torch, tclamp
+        from tclamp import aten
+        from tclamp.aten import BODY
         interp = tclamp.Interp()
         ENABLE = ((torch.set_autocast_enabled, ("cpu", True)),)
         def plan(result, program, steps=ENABLE):
@@ -60,7 +63,10 @@ def test_hand_made_programs_are_refused(tmp_path):
             "get_dtype, result None": plan(None, bytes((4, 0, 0)),
                                            ((torch.get_autocast_dtype, ("cpu",)),)),
             "device 77": plan("ok", bytes((1, 77, 1))),
-            "op 9": plan("ok", bytes((9, 0, 0))),
+            "an op past the table": plan("ok", bytes((BODY + 1, 0, 0))),
+            "body, result a constant": plan("ok", bytes((1, 0, 1, BODY, 0, 0))),
+            "body, not last": plan(None, bytes((BODY, 0, 0, 1, 0, 1))),
+            "cache flag 2": plan("ok", bytes((aten.SET_CACHE_ENABLED, 0, 2))),
             "enabled 2": plan("ok", bytes((1, 0, 2))),
             "dtype 63": plan("ok", bytes((0, 0, 63))),
             "fits": plan("ok", bytes((1, 0, 1))),
@@ -81,8 +87,9 @@ def test_hand_made_programs_are_refused(tmp_path):
                                'give its result"'] * 3) + "] False"
     assert r.stdout.splitlines() == [
         f"{name}: {refused}" for name in ("set, result None", "is_enabled, result dict",
-                                          "get_dtype, result None", "device 77", "op 9",
-                                          "enabled 2", "dtype 63")] + ["fits: ['ok', 'ok', 'ok'] True"]
+                                          "get_dtype, result None", "device 77", "an op past the table",
+                                          "body, result a constant", "body, not last",
+                                          "cache flag 2", "enabled 2", "dtype 63")] + ["fits: ['ok', 'ok', 'ok'] True"]
 
 
 def test_argument_lists_beyond_the_slots(tmp_path):

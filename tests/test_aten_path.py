@@ -215,7 +215,8 @@ def test_each_thread_its_own_state(tmp_path):
 
 
 def test_runs_while_another_thread_holds_the_gil(tmp_path):
-    """A repeated command enters no Python: a Tcl thread calling for 0.8 s
+    """A repeated command enters no Python, nor does a torch::autocast
+    block whose body does not: a Tcl thread calling for 0.8 s
     finishes while a Python thread holds the GIL for 2 s (in a C call that
     never lets it go), at least 0.5 s before it lets go; with the path off,
     the same calls wait for it.
@@ -240,7 +241,9 @@ def test_runs_while_another_thread_holds_the_gil(tmp_path):
                 set end [expr {[clock milliseconds] + $for}]
                 while {[clock milliseconds] < $end} {
                     torch::autocast_set_dtype bfloat16 cpu
-                    torch::autocast_is_enabled cpu
+                    torch::autocast -device_type cpu -dtype float16 {
+                        torch::autocast_is_enabled cpu
+                    }
                 }
                 clock milliseconds
             }
@@ -271,3 +274,87 @@ def test_start_keeps_the_python_path_when_dtypes_do_not_read_back(monkeypatch):
     assert aten.start() == (None, None)
     monkeypatch.setattr(aten, "read_dtype_codes", lambda get_dtype: {torch.float16: 5})
     assert aten.start() == (None, None)
+
+
+# torch::autocast blocks, each run three times at one place (the first
+# plans in Python; the others run the block's program, on the ATen path):
+# bodies that end every way, change the state, nest, and read it.
+BLOCKS = """\
+package require tclamp
+py exec {
+import torch
+def state():
+    nesting = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return " ".join(f"{d}={int(torch.is_autocast_enabled(d))}/"
+                    f"{str(torch.get_autocast_dtype(d)).removeprefix('torch.')}"
+                    for d in ("cpu", "cuda")) \\
+        + f" cache={int(torch.is_autocast_cache_enabled())} nesting={nesting}"
+}
+if {$argv eq "python"} { py exec {import tclamp.aten; tclamp.aten.use(False)} }
+puts [dict get [tclamp::info] autocast_path]
+proc record {script} {
+    for {set i 0} {$i < 3} {incr i} {
+        set rc [catch {uplevel 1 $script} result options]
+        dict unset options -errorstack
+        # (keys sorted: the paths leave them in different orders)
+        puts [list $rc $result [lsort -stride 2 -index 0 $options] [py call state]]
+    }
+}
+proc in_proc {script} { record $script; return after }
+record {torch::autocast -device_type cpu -dtype bfloat16 {py call state}}
+record {torch::autocast -device cpu -dtype float16 -enabled 0 -cache_enabled no {py call state}}
+record {torch::autocast -device_type cuda -dtype float16 {py call state}}
+record {torch::autocast -device_type cpu {torch::autocast -device_type cuda -dtype bfloat16 {
+    torch::autocast -device_type cpu -enabled false {py call state}}}}
+record {torch::autocast -device_type cpu -dtype bfloat16 {
+    torch::autocast_disable cpu; torch::autocast_set_dtype float32 cpu
+    py exec {torch.set_autocast_cache_enabled(False)}
+    py call state}}
+record {torch::autocast -device_type cpu {set x 1
+    error boom {} {TCLAMP BOOM}}}
+record {::torch::autocast -device_type cpu {py call int x}}
+record {torch::autocast -device_type cpu {return -code 5 five}}
+record {torch::autocast -device_type cpu {break}}
+record {for {set j 0} {$j < 3} {incr j} {torch::autocast -device_type cpu {continue}}; set j}
+puts [in_proc {torch::autocast -device_type cpu {return -level 2 early}}]
+record {torch::autocast -device_type cpu -dtype float16 {torch::autocast_clear_cache; set y 1}}
+puts [py call state]
+"""
+
+
+def test_blocks_same_as_the_python_path(tmp_path):
+    """torch::autocast runs its remembered block from C on the ATen path:
+    the state inside, the body's result and return code with its options
+    (errorInfo and its body line too), and the state restored after, are
+    the Python path's, however the body ends."""
+    runs = {}
+    for path in ("aten", "python"):
+        r = tclsh(tmp_path, BLOCKS.replace("$argv", f'"{path}"'), name=f"{path}.tcl")
+        assert_clean(r)
+        first, *lines = r.stdout.splitlines()
+        assert first == (ATEN if path == "aten" else path)
+        runs[path] = lines
+    assert runs["aten"] == runs["python"]
+    outside = "cpu=0/bfloat16 cuda=0/float16 cache=0 nesting=0"      # tclamp turns the cache off
+    ok = "{-code 0 -level 0}"
+    lines = runs["aten"]
+    assert lines[0:3] == [f"0 {{cpu=1/bfloat16 cuda=0/float16 cache=1 nesting=1}} {ok} {{{outside}}}"] * 3
+    assert lines[3] == f"0 {{cpu=0/float16 cuda=0/float16 cache=0 nesting=1}} {ok} {{{outside}}}"
+    assert lines[6] == f"0 {{cpu=0/bfloat16 cuda=1/float16 cache=1 nesting=1}} {ok} {{{outside}}}"
+    assert lines[9] == f"0 {{cpu=0/bfloat16 cuda=1/bfloat16 cache=1 nesting=3}} {ok} {{{outside}}}"
+    assert lines[12] == f"0 {{cpu=0/float32 cuda=0/float16 cache=0 nesting=1}} {ok} {{{outside}}}"
+    error = "\n".join(lines[15:25])
+    assert error == ("1 boom {-code 1 -errorcode {TCLAMP BOOM} -errorinfo {boom\n"
+                     "    while executing\n\"error boom {} {TCLAMP BOOM}\"\n"
+                     "    (\"torch::autocast\" body line 2)\n    invoked from within\n"
+                     "\"torch::autocast -device_type cpu {set x 1\n    error boom {} {TCLAMP BOOM}}\"\n"
+                     "    (\"uplevel\" body line 1)\n    invoked from within\n"
+                     f"\"uplevel 1 $script\"}} -errorline 3 -level 0}} {{{outside}}}")
+    assert lines[25:35] == lines[15:25]
+    assert '    ("::torch::autocast" body line 1)' in lines[45:54]
+    assert lines[72:75] == [f"2 five {{-code 5 -level 1}} {{{outside}}}"] * 3
+    assert lines[75:78] == [f"3 {{}} {{-code 3 -level 0}} {{{outside}}}"] * 3
+    assert lines[78:81] == [f"0 3 {ok} {{{outside}}}"] * 3
+    assert lines[81:85] == [f"2 early {{-code 0 -level 2}} {{{outside}}}"] * 3 + ["after"]
+    assert lines[85:] == [f"0 1 {ok} {{{outside}}}"] * 3 + [outside]

@@ -1726,6 +1726,40 @@ note_body_line(Tcl_Interp *interp, const char *command)
                                                    Tcl_GetErrorLine(interp)));
 }
 
+/* Bodies that C commands run nest on the C stack, where Tcl's procs do not:
+   past this many on one thread, one is refused as Tcl refuses a nesting
+   past its own limit.  That limit (1000 by default) ends a script first;
+   this one holds where a script raised it (`interp recursionlimit`), which
+   let nested bodies run the stack out (14,500 torch::autocast blocks or
+   20,000 py scopes in 8 MiB: a crash). */
+#define BODIES_NESTED_MAX 1000
+
+/* Runs `command`'s body (py scope's, a remembered torch::autocast block's)
+   in the caller's frame, as Tcl's own value (its bytecode is kept), and
+   ends the command as the body ended: an error noted, another code as
+   `catch` then `return -options` would pass it on. */
+int
+run_body(Tcl_Interp *interp, Tcl_Obj *body, const char *command)
+{
+    if (here.bodies_running >= BODIES_NESTED_MAX) {
+        Tcl_SetObjResult(interp, Tcl_NewStringObj("too many nested evaluations (infinite loop?)", -1));
+        Tcl_SetErrorCode(interp, "TCL", "LIMIT", "STACK", NULL);
+        return TCL_ERROR;
+    }
+    here.bodies_running++;
+    int code = Tcl_EvalObjEx(interp, body, 0);
+    here.bodies_running--;
+    if (code == TCL_ERROR) {
+        note_body_line(interp, command);
+    } else if (code != TCL_OK) {
+        Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
+        Tcl_IncrRefCount(options);
+        code = Tcl_SetReturnOptions(interp, options);
+        Tcl_DecrRefCount(options);
+    }
+    return code;
+}
+
 /* Ends `command` as its body ended.  An error's options go without their
    errorInfo, which is then the body's again, noted: with it, Tcl would
    take the error as logged, and report the body's line as the caller's.
@@ -2141,8 +2175,10 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
         for (int i = 0; i < MEMO_SLOTS; i++) {
             Memo *m = &cmd->memo[i];
             if (m->program_len != 0 && memo_matches(m, keyc, objv)) {
-                if (aten_run_program(interp, m))
-                    return TCL_OK;
+                int code = aten_run_program(interp, m, cmd->script ? objv[objc - 1] : NULL,
+                                            objv[0]);
+                if (code >= 0)
+                    return code;
                 break;
             }
         }
@@ -2841,19 +2877,8 @@ scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]
        is not deleted while this command runs (Tcl_InterpActive). */
     ScopeFrame frame = {s->top_number, NULL, 0, 0, s->scopes};
     s->scopes = &frame;
-    /* The body runs in the caller's frame, as Tcl's own value (its
-       bytecode is kept), and ends the command as it ended. */
-    int code = Tcl_EvalObjEx(interp, objv[1], 0);
+    int code = run_body(interp, objv[1], "py scope");
     s->scopes = frame.outer;
-    if (code == TCL_ERROR) {
-        note_body_line(interp, "py scope");
-    } else if (code != TCL_OK) {
-        /* As `catch` then `return -options` would. */
-        Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
-        Tcl_IncrRefCount(options);
-        code = Tcl_SetReturnOptions(interp, options);
-        Tcl_DecrRefCount(options);
-    }
     Entry e;
     if (enter(&e, s, NULL) == 0) {
         flush_tcl_stdout();     /* before a finalizer prints */

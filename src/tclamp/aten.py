@@ -1,12 +1,13 @@
 """ATen's own autocast functions, for the bridge to call without Python.
 
 torch.set_autocast_dtype, set_autocast_enabled, clear_autocast_cache,
-is_autocast_enabled and get_autocast_dtype are Python bindings of the
-at::autocast functions of the same names: each call parses its arguments
-and needs the GIL, which costs several times the thread-local read or
-write it makes.  A torch:: command's remembered plan made of these calls
-only also carries them as a program (`program`), which the bridge runs
-from C with no Python at all (aten_programs.c).
+is_autocast_enabled, get_autocast_dtype and the cache flag's and nesting
+count's functions are Python bindings of at::autocast functions: each call
+parses its arguments and needs the GIL, which costs several times the
+thread-local read or write it makes.  A torch:: command's remembered plan
+made of these calls only, or torch::autocast's block (run_block), also
+carries them as a program (`program`), which the bridge runs from C with
+no Python at all (aten_programs.c).
 
 The functions are looked up by their C++ names in the libtorch that
 `import torch` loaded, and checked against torch's bindings before they are
@@ -22,10 +23,10 @@ import torch
 
 from . import _bridge
 from .arguments import Plan
-from .autocast import DTYPE_NAMES, DTYPES
+from .autocast import DTYPE_NAMES, DTYPES, run_block
 
 # ctypes for the codes of aten_ops.h's table.
-CTYPES = {"": None, "b": ctypes.c_int8, "?": ctypes.c_bool}
+CTYPES = {"": None, "b": ctypes.c_int8, "?": ctypes.c_bool, "i": ctypes.c_int}
 # The ops in code order, as the bridge's table (aten_ops.h) gives them:
 # torch's binding, the C++ name of the function it calls, and that
 # function's result and argument types.
@@ -33,6 +34,10 @@ OPS = tuple((getattr(torch, binding), symbol, CTYPES[result], tuple(CTYPES[c] fo
             for binding, symbol, result, args in _bridge.ATEN_OPS)
 OP_CODES = {binding: code for code, (binding, *_) in enumerate(OPS)}
 SET_DTYPE, SET_ENABLED = OP_CODES[torch.set_autocast_dtype], OP_CODES[torch.set_autocast_enabled]
+SET_CACHE_ENABLED = OP_CODES[torch.set_autocast_cache_enabled]
+# torch::autocast's program ends with BODY, which is no function: the
+# bridge runs the command's body there (run_block in aten_programs.c).
+BODY = len(OPS)
 # c10::DeviceType's codes: CPU and CUDA are its first two, and the check
 # below confirms them.  Other devices' steps stay in Python.
 DEVICE_CODES = {"cpu": 0, "cuda": 1}
@@ -74,9 +79,22 @@ def read_dtype_codes(get_dtype):
 def agrees(functions, dtype_codes):
     """Whether ATen's functions and torch's bindings see the same state
     (this thread's, restored afterwards)."""
-    set_dtype, set_enabled, _, is_enabled, get_dtype = functions
+    (set_dtype, set_enabled, _, is_enabled, get_dtype,
+     is_cache_enabled, set_cache_enabled, increment_nesting, decrement_nesting) = functions
     saved = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in DEVICE_CODES}
+    saved_cache = torch.is_autocast_cache_enabled()
     try:
+        for on in (True, False):
+            set_cache_enabled(on)
+            if torch.is_autocast_cache_enabled() != on:
+                return False
+            torch.set_autocast_cache_enabled(not on)
+            if is_cache_enabled() == on:
+                return False
+        nesting = torch.autocast_increment_nesting()
+        counts = (increment_nesting(), torch.autocast_decrement_nesting(), decrement_nesting())
+        if counts != (nesting + 1, nesting, nesting - 1):
+            return False
         for device, code in DEVICE_CODES.items():
             other = next(d for d in DEVICE_CODES if d != device)
             for on in (True, False):
@@ -96,6 +114,7 @@ def agrees(functions, dtype_codes):
         for device, (enabled, dtype) in saved.items():
             torch.set_autocast_enabled(device, enabled)
             torch.set_autocast_dtype(device, dtype)
+        torch.set_autocast_cache_enabled(saved_cache)
 
 
 def start():
@@ -126,11 +145,26 @@ def use(on):
 use(True)
 
 
+def block_program(device_type, dtype, enabled, cache_enabled):
+    """torch::autocast's block as a program: run_block's entry as ATen
+    calls, then the body; the bridge saves and restores the state around
+    it as run_block does."""
+    entry = ((torch.set_autocast_enabled, (device_type, enabled)),)
+    if dtype is not None:
+        entry += ((torch.set_autocast_dtype, (device_type, dtype)),)
+    entry += ((torch.set_autocast_cache_enabled, (cache_enabled,)),
+              (torch.autocast_increment_nesting, ()))
+    calls = program(entry)
+    return calls + bytes((BODY, DEVICE_CODES[device_type], 0)) if calls else None
+
+
 def program(steps):
     """The steps as ATen calls (bytes of op, device, argument), or None
     when one of them is not such a call."""
     if DTYPE_CODES is None:
         return None
+    if len(steps) == 1 and steps[0][0] is run_block:
+        return block_program(*steps[0][1])
     calls = bytearray()
     for function, args in steps:
         op = next((code for binding, code in OP_CODES.items() if binding is function), None)
@@ -140,6 +174,8 @@ def program(steps):
             argument = DTYPE_CODES.get(args[1]) if isinstance(args[1], torch.dtype) else None
         elif op == SET_ENABLED:
             argument = int(args[1]) if isinstance(args[1], bool) else None
+        elif op == SET_CACHE_ENABLED:
+            argument = int(args[0]) if isinstance(args[0], bool) else None
         if None in (op, device, argument):
             return None
         calls += bytes((op, device, argument))

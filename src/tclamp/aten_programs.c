@@ -18,6 +18,10 @@
  *     uses.
  *   - Exit.  libtorch's static objects go in libc's exit; programs stop
  *     before (stop_programs_at_exit, registered after ATen's first call).
+ *   - Bodies.  torch::autocast's program runs the command's body between
+ *     its ATen calls (run_block); the body is Tcl, and none of the above
+ *     holds across it, so the program is counted as running only while it
+ *     calls ATen.
  * Built with TCLAMP_NO_ATEN, no program runs: every plan runs its steps.
  */
 #include "bridge.h"
@@ -65,12 +69,14 @@ static struct {
 } aten;
 atomic_int aten_on;
 static atomic_int programs_running;     /* threads between the check of aten_on and its end */
+static atomic_int programs_stopped;     /* by exit: libtorch's objects are going */
 
 /* Whether a program can stand for its plan's steps: ATen's ops on the
-   devices aten.py checked (cpu 0, cuda 1), with a dtype it named or an
-   enabled flag of 0 or 1, giving the plan's result as run_program makes
-   it: the constant, or the value of a last is_enabled (result None) or
-   get_dtype (result a dict, the dtypes' names).  Anything else would run
+   devices aten.py checked (cpu 0, cuda 1), with a dtype it named or a
+   flag of 0 or 1, giving the plan's result as run_program makes it: the
+   constant, or the value of a last is_enabled (result None) or get_dtype
+   (result a dict, the dtypes' names), or the body's (ATEN_BODY, last;
+   result None).  Anything else would run
    something the steps do not mean (ATen throws on an unknown device, and
    C++ exceptions end the process here). */
 int
@@ -79,12 +85,14 @@ aten_program_fits(PyObject *program, PyObject *result)
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(program);
     Py_ssize_t n = PyBytes_GET_SIZE(program);
     for (Py_ssize_t i = 0; i < n; i += 3) {
-        if (p[i] >= ATEN_OPS || p[i + 1] > 1
+        if ((p[i] >= ATEN_OPS && !(p[i] == ATEN_BODY && i == n - 3)) || p[i + 1] > 1
                 || (p[i] == ATEN_SET_DTYPE && (p[i + 2] >= ATEN_DTYPES
                         || (aten.set_dtype != NULL && aten.dtype_names[p[i + 2]] == NULL)))
-                || (p[i] == ATEN_SET_ENABLED && p[i + 2] > 1))
+                || ((p[i] == ATEN_SET_ENABLED || p[i] == ATEN_SET_CACHE_ENABLED) && p[i + 2] > 1))
             return 0;
     }
+    if (p[n - 3] == ATEN_BODY)  /* the command ends as its body did */
+        return result == Py_None;
     if (result == Py_None)
         return p[n - 3] == ATEN_IS_ENABLED;
     if (PyDict_Check(result))
@@ -92,20 +100,12 @@ aten_program_fits(PyObject *program, PyObject *result)
     return 1;
 }
 
-/* Runs a remembered plan's program: ATen's functions, called from this
-   thread as torch's bindings would call them, with no Python object made
-   and the GIL not taken.  0 (and nothing changed) when the program's
-   result has no Tcl form of its own here: the steps run instead. */
+/* Runs the ops of a program (`len` bytes): the value of the last that reads
+   one, or -1. */
 static int
-run_program(Tcl_Interp *interp, const Memo *m)
+run_ops(const unsigned char *program, int len)
 {
-    /* copies: nothing here runs Tcl, but the slot is not ours to trust
-       across ATen's calls */
-    unsigned char program[PROGRAM_MAX];
-    int len = m->program_len, value = -1;
-    memcpy(program, m->program, len);
-    Tcl_Obj *constant = m->constant;
-    if (constant) Tcl_IncrRefCount(constant);
+    int value = -1;
     for (int i = 0; i + 2 < len; i += 3) {
         signed char device = (signed char)program[i + 1];
         switch (program[i]) {
@@ -113,14 +113,67 @@ run_program(Tcl_Interp *interp, const Memo *m)
         case ATEN_SET_ENABLED: aten.set_enabled(device, program[i + 2] != 0); break;
         case ATEN_CLEAR_CACHE: aten.clear_cache(); break;
         case ATEN_IS_ENABLED:  value = aten.is_enabled(device); break;
-        case ATEN_GET_DTYPE:
-            value = aten.get_dtype(device);
-            if (value < 0 || value >= ATEN_DTYPES || aten.dtype_names[value] == NULL) {
-                if (constant) Tcl_DecrRefCount(constant);
-                return 0;       /* a dtype aten.py did not name: Python names it */
-            }
-            break;
+        case ATEN_GET_DTYPE:   value = aten.get_dtype(device); break;
+        case ATEN_IS_CACHE_ENABLED:  value = aten.is_cache_enabled(); break;
+        case ATEN_SET_CACHE_ENABLED: aten.set_cache_enabled(program[i + 2] != 0); break;
+        case ATEN_INCREMENT_NESTING: aten.increment_nesting(); break;
+        case ATEN_DECREMENT_NESTING: aten.decrement_nesting(); break;
         }
+    }
+    return value;
+}
+
+/* torch::autocast's program, which ends with the body: what run_block in
+   autocast.py does, with ATen's functions.  The device's autocast state
+   and the cache flag are saved, the ops before the body set them and count
+   one more nesting, the body runs in the caller's frame, and then, however
+   it ended, the nesting is counted down (the cache cleared at the
+   outermost) and what was saved is set again.  The program is counted as
+   running only around the ATen calls: the body may take long, or exit.
+   Called counted; returns counted, with the body's code. */
+static int
+run_block(Tcl_Interp *interp, const unsigned char *program, int len, Tcl_Obj *body,
+          Tcl_Obj *name)
+{
+    signed char device = (signed char)program[len - 2];
+    bool enabled = aten.is_enabled(device), cache_enabled = aten.is_cache_enabled();
+    signed char dtype = aten.get_dtype(device);
+    run_ops(program, len - 3);
+    atomic_fetch_sub(&programs_running, 1);
+    int code = run_body(interp, body, Tcl_GetString(name));
+    atomic_fetch_add(&programs_running, 1);
+    if (!atomic_load(&programs_stopped)) {
+        if (aten.decrement_nesting() == 0)
+            aten.clear_cache();
+        aten.set_enabled(device, enabled);
+        aten.set_dtype(device, dtype);
+        aten.set_cache_enabled(cache_enabled);
+    }
+    return code;
+}
+
+/* Runs a remembered plan's program: ATen's functions, called from this
+   thread as torch's bindings would call them, with no Python object made
+   and the GIL not taken.  -1 (and nothing changed) when the program's
+   result has no Tcl form of its own here: the steps run instead. */
+static int
+run_program(Tcl_Interp *interp, const Memo *m, Tcl_Obj *body, Tcl_Obj *name)
+{
+    /* copies: the slot is not ours to trust across ATen's calls, nor
+       across a body, which may run this command again */
+    unsigned char program[PROGRAM_MAX];
+    int len = m->program_len;
+    memcpy(program, m->program, len);
+    if (program[len - 3] == ATEN_BODY)
+        return body != NULL ? run_block(interp, program, len, body, name) : -1;
+    Tcl_Obj *constant = m->constant;
+    if (constant) Tcl_IncrRefCount(constant);
+    int value = run_ops(program, len);
+    if (program[len - 3] == ATEN_GET_DTYPE
+            && (value < 0 || value >= ATEN_DTYPES || aten.dtype_names[value] == NULL)) {
+        /* a dtype aten.py did not name, set from Python: Python names it */
+        if (constant) Tcl_DecrRefCount(constant);
+        return -1;
     }
     if (constant != NULL) {
         Tcl_SetObjResult(interp, constant);
@@ -130,7 +183,7 @@ run_program(Tcl_Interp *interp, const Memo *m)
     } else {
         Tcl_SetObjResult(interp, Tcl_NewStringObj(aten.dtype_names[value], -1));
     }
-    return 1;
+    return TCL_OK;
 }
 
 /* Runs a remembered plan's program (the core found it for the words).
@@ -138,12 +191,12 @@ run_program(Tcl_Interp *interp, const Memo *m)
    then waits for the count, so either it sees us or we see the mark (both
    sequentially consistent). */
 int
-aten_run_program(Tcl_Interp *interp, const Memo *m)
+aten_run_program(Tcl_Interp *interp, const Memo *m, Tcl_Obj *body, Tcl_Obj *name)
 {
     atomic_fetch_add(&programs_running, 1);
-    int done = atomic_load(&aten_on) && run_program(interp, m);
+    int code = atomic_load(&aten_on) ? run_program(interp, m, body, name) : -1;
     atomic_fetch_sub(&programs_running, 1);
-    return done;
+    return code;
 }
 
 /* libc's exit, before libtorch's static objects go: programs stop, and
@@ -157,6 +210,7 @@ aten_run_program(Tcl_Interp *interp, const Memo *m)
 static void
 stop_programs_at_exit(void)
 {
+    atomic_store(&programs_stopped, 1);
     atomic_store(&aten_on, 0);
     struct timespec millisecond = {0, 1000000};
     for (int i = 0; i < 1000 && atomic_load(&programs_running) > 0; i++)
@@ -218,9 +272,9 @@ int aten_program_fits(PyObject *program, PyObject *result) { return 1; }
 atomic_int aten_on;             /* never set */
 
 int
-aten_run_program(Tcl_Interp *interp, const Memo *m)
+aten_run_program(Tcl_Interp *interp, const Memo *m, Tcl_Obj *body, Tcl_Obj *name)
 {
-    return 0;
+    return -1;
 }
 
 PyObject *

@@ -116,7 +116,7 @@
 #define HANDLE_PREFIX "::py::obj"
 #define MEMO_SLOTS 8            /* remembered argument lists per command */
 #define CALL_STACK_ARGS 8       /* arguments converted without an allocation */
-#define PROGRAM_MAX 12          /* bytes of a remembered ATen program: four calls */
+#define PROGRAM_MAX 18          /* bytes of a remembered ATen program: six calls */
 /* Text shorter than this goes the general way; longer text may be copied
    in blocks (text_fast.c). */
 #define BLOCK_COPY_MIN 256
@@ -169,6 +169,7 @@ typedef struct {
     PyThreadState *own;
     InterpState *current;       /* innermost interpreter calling Python */
     int depth;                  /* Tcl->Python entries in progress */
+    int bodies_running;         /* nested bodies that C commands run (run_body) */
     int known;                  /* thread exit handler registered */
     int ending_normally;        /* the thread's own end, not thread::exit */
     int holding;                /* keeps the GIL while in Tcl: tohil is here */
@@ -393,6 +394,7 @@ PyObject *raise_tcl_error(Tcl_Interp *interp, int code, int returned);
 void delete_handles_since(InterpState *owner, unsigned long mark);
 PyObject *outcome_new(void);
 void outcome_fill(PyObject *outcome, Tcl_Interp *interp, int code);
+int run_body(Tcl_Interp *interp, Tcl_Obj *body, const char *command);
 Tcl_Obj *script_to_tcl(PyObject *script);
 void keep_in_scope(InterpState *s, PyObject *name);
 PyObject *look_up_first(PyObject *first);
@@ -424,8 +426,9 @@ int units_may_name_handle(Tcl_Obj *obj);
 extern atomic_int aten_on;              /* programs run (never, built without) */
 /* Whether a plan's program stands for its steps and gives its result. */
 int aten_program_fits(PyObject *program, PyObject *result);
-/* Runs a remembered plan's program: 1 when it ran. */
-int aten_run_program(Tcl_Interp *interp, const Memo *m);
+/* Runs a remembered plan's program, with the command's body (or NULL) and
+   name: the command's Tcl code, or -1 when its steps must run instead. */
+int aten_run_program(Tcl_Interp *interp, const Memo *m, Tcl_Obj *body, Tcl_Obj *name);
 PyObject *bridge_use_aten(PyObject *module, PyObject *args);
 PyObject *aten_op_table(void);
 
