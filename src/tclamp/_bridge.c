@@ -1023,7 +1023,7 @@ take_in_flight(Tcl_Obj *code)
 }
 
 /* A return options dict's value for `key` (borrowed), or NULL. */
-static Tcl_Obj *
+Tcl_Obj *
 option_value(Tcl_Obj *options, const char *key)
 {
     Tcl_Obj *k = Tcl_NewStringObj(key, -1), *v = NULL;
@@ -1031,6 +1031,16 @@ option_value(Tcl_Obj *options, const char *key)
     Tcl_DictObjGet(NULL, options, k, &v);
     Tcl_DecrRefCount(k);
     return v;
+}
+
+/* Takes `key` out of a return options dict that only the caller holds. */
+static void
+remove_option(Tcl_Obj *options, const char *key)
+{
+    Tcl_Obj *k = Tcl_NewStringObj(key, -1);
+    Tcl_IncrRefCount(k);
+    Tcl_DictObjRemove(NULL, options, k);
+    Tcl_DecrRefCount(k);
 }
 
 static PyObject *
@@ -1237,12 +1247,8 @@ drop_stale_errorstack(Tcl_Interp *interp, Tcl_Obj *options)
 {
     Tcl_Obj *given = Tcl_GetReturnOptions(interp, TCL_RETURN);
     Tcl_IncrRefCount(given);
-    if (option_value(given, "-errorstack") == NULL) {
-        Tcl_Obj *key = Tcl_NewStringObj("-errorstack", -1);
-        Tcl_IncrRefCount(key);
-        Tcl_DictObjRemove(NULL, options, key);
-        Tcl_DecrRefCount(key);
-    }
+    if (option_value(given, "-errorstack") == NULL)
+        remove_option(options, "-errorstack");
     Tcl_DecrRefCount(given);
 }
 
@@ -1284,18 +1290,17 @@ raise_tcl_error(Tcl_Interp *interp, int code, int returned)
        Tcl it goes on as it would have (report_python_error). */
     PyObject *left = NULL;
     if (code == TCL_RETURN) {
-        Tcl_Obj *key = Tcl_NewStringObj("-level", -1), *value = NULL;
+        Tcl_Obj *value = option_value(options, "-level");
         int level = 1;
-        Tcl_IncrRefCount(key);
-        if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL
-                && Tcl_GetIntFromObj(NULL, value, &level) == TCL_OK && level > 1) {
-            Tcl_Obj *rest = Tcl_DuplicateObj(options);
+        if (value != NULL && Tcl_GetIntFromObj(NULL, value, &level) == TCL_OK && level > 1) {
+            Tcl_Obj *rest = Tcl_DuplicateObj(options), *key = Tcl_NewStringObj("-level", -1);
             Tcl_IncrRefCount(rest);
+            Tcl_IncrRefCount(key);
             Tcl_DictObjPut(NULL, rest, key, Tcl_NewIntObj(level - 1));
             left = str_from_tcl(rest);
+            Tcl_DecrRefCount(key);
             Tcl_DecrRefCount(rest);
         }
-        Tcl_DecrRefCount(key);
     }
     Tcl_DecrRefCount(options);
     Tcl_ResetResult(interp);
@@ -1772,22 +1777,18 @@ apply_outcome(Tcl_Interp *interp, OutcomeObject *o, Tcl_Obj *command)
         Tcl_SetObjResult(interp, o->result);
         return o->options ? Tcl_SetReturnOptions(interp, o->options) : TCL_OK;
     }
-    Tcl_Obj *options = Tcl_DuplicateObj(o->options), *key = Tcl_NewStringObj("-errorcode", -1);
-    Tcl_Obj *info = NULL, *errorcode = NULL;
+    Tcl_Obj *errorcode = option_value(o->options, "-errorcode");
+    Tcl_Obj *info = option_value(o->options, "-errorinfo");
+    Tcl_Obj *options = Tcl_DuplicateObj(o->options);
     Tcl_IncrRefCount(options);
-    Tcl_IncrRefCount(key);
-    Tcl_DictObjGet(NULL, o->options, key, &errorcode);
-    Tcl_DictObjRemove(NULL, options, key);
-    Tcl_SetStringObj(key, "-errorinfo", -1);
-    Tcl_DictObjGet(NULL, o->options, key, &info);
-    Tcl_DictObjRemove(NULL, options, key);
+    remove_option(options, "-errorcode");
+    remove_option(options, "-errorinfo");
     int code = Tcl_SetReturnOptions(interp, options);
     if (errorcode != NULL)
         Tcl_SetObjErrorCode(interp, errorcode);
     Tcl_SetObjResult(interp, info != NULL ? info : o->result);   /* where errorInfo starts */
     note_body_line(interp, Tcl_GetString(command));
     Tcl_SetObjResult(interp, o->result);
-    Tcl_DecrRefCount(key);
     Tcl_DecrRefCount(options);
     return code;
 }

@@ -389,6 +389,7 @@ void release_unused_objects(void);
 void cache_put(PyObject *cache, PyObject *key, PyObject *value, Py_ssize_t size);
 int report_python_error(InterpState *owner, Tcl_Interp *interp);
 PyObject *raise_tcl_error(Tcl_Interp *interp, int code, int returned);
+Tcl_Obj *option_value(Tcl_Obj *options, const char *key);
 
 /* Handles, Outcome and Script. */
 void delete_handles_since(InterpState *owner, unsigned long mark);

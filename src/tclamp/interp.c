@@ -338,16 +338,13 @@ effective_code(Tcl_Interp *interp, int code)
         return code;
     Tcl_Obj *options = Tcl_GetReturnOptions(interp, code);
     Tcl_IncrRefCount(options);
-    Tcl_Obj *key = Tcl_NewStringObj("-level", -1), *value = NULL;
+    Tcl_Obj *level_value = option_value(options, "-level");
+    Tcl_Obj *code_value = option_value(options, "-code");
     int level = 1, inner = TCL_OK;
-    Tcl_IncrRefCount(key);
-    if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL)
-        Tcl_GetIntFromObj(NULL, value, &level);
-    Tcl_SetStringObj(key, "-code", -1);
-    value = NULL;
-    if (Tcl_DictObjGet(NULL, options, key, &value) == TCL_OK && value != NULL)
-        Tcl_GetIntFromObj(NULL, value, &inner);
-    Tcl_DecrRefCount(key);
+    if (level_value != NULL)
+        Tcl_GetIntFromObj(NULL, level_value, &level);
+    if (code_value != NULL)
+        Tcl_GetIntFromObj(NULL, code_value, &inner);
     Tcl_DecrRefCount(options);
     return level <= 1 ? inner : TCL_RETURN;
 }
