@@ -736,6 +736,17 @@ Interp_get_handle_count(InterpObject *self, void *unused)
     return PyLong_FromSsize_t(s && s->handles ? PyDict_GET_SIZE(s->handles) : 0);
 }
 
+/* The name of obj's handle in `s` (borrowed), or NULL: it has none, or
+   an error is set. */
+static PyObject *
+handle_name_of(InterpState *s, PyObject *obj)
+{
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
+    Py_XDECREF(id);
+    return name;
+}
+
 /* Deletes the handle of `obj` in this interpreter; returns how many (0 or 1). */
 static PyObject *
 Interp_release(InterpObject *self, PyObject *obj)
@@ -743,9 +754,7 @@ Interp_release(InterpObject *self, PyObject *obj)
     InterpState *s = self->state;
     if (check_usable(s) < 0)
         return NULL;
-    PyObject *id = PyLong_FromVoidPtr(obj);
-    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
-    Py_XDECREF(id);
+    PyObject *name = handle_name_of(s, obj);
     if (name == NULL)
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
     /* The name as Tcl writes it (NUL as C0 80, in Tcl 8.6 a character
@@ -867,9 +876,7 @@ Interp_handle_name(InterpObject *self, PyObject *obj)
     InterpState *s = self->state;
     if (s == NULL || s->by_object == NULL)
         Py_RETURN_NONE;
-    PyObject *id = PyLong_FromVoidPtr(obj);
-    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
-    Py_XDECREF(id);
+    PyObject *name = handle_name_of(s, obj);
     if (name == NULL && PyErr_Occurred())
         return NULL;
     return Py_NewRef(name ? name : Py_None);
