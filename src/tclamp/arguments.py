@@ -172,14 +172,9 @@ class Signature:
         return values
 
     def value(self, param, word, flag):
+        _, read = param.reader()
         try:
-            if param.choices is not None:
-                if isinstance(param.choices, dict):
-                    return param.choices[word]
-                if isinstance(word, str) and word in param.choices:
-                    return word
-                raise KeyError(word)
-            return param.convert(word) if param.convert else word
+            return read(word)
         except (KeyError, TypeError, ValueError):
             raise UsageError("INVALID_VALUE", param.invalid or self.invalid,
                              flag, word_of(word)) from None
