@@ -81,9 +81,9 @@
  *   - a state's handles, by_object, scripts and code caches, and every
  *     command's remembered plans (MEMO_SLOTS): dicts and slots read and
  *     refilled with nothing else running Python; borrowed references
- *     (a handle's object, PyDict_GetItem results, PyList_GET_ITEM) stay
- *     valid only for that reason, and so do the reference counts of
- *     objects that threads share;
+ *     (a handle's object, PyDict_GetItem results, a list's items from
+ *     PySequence_Fast_GET_ITEM) stay valid only for that reason, and so
+ *     do the reference counts of objects that threads share;
  *   - the exit path (close_python): when another thread is inside Python,
  *     the exiting thread keeps the GIL so that no Python code runs again;
  *     without a GIL nothing stops the others;
