@@ -316,33 +316,44 @@ delete_later(ClientData cd)
     leave(&e);
 }
 
+/* delete_requested, set and cleared here only, so that deletions_pending
+   counts the states that have it (run_pending_deletions looks only then). */
+static void
+mark_for_deletion(InterpState *s)
+{
+    if (!s->delete_requested) {
+        s->delete_requested = 1;
+        atomic_fetch_add(&deletions_pending, 1);
+    }
+}
+
+void
+unmark_for_deletion(InterpState *s)
+{
+    if (s->delete_requested) {
+        s->delete_requested = 0;
+        atomic_fetch_sub(&deletions_pending, 1);
+    }
+}
+
 void
 request_delete(InterpState *s)
 {
     if (s->interp == NULL || s->thread == NULL)
         return;                 /* gone, or its thread ended and left it */
     if (s->thread != Tcl_GetCurrentThread()) {
-        if (!s->delete_requested) {
-            s->delete_requested = 1;
-            atomic_fetch_add(&deletions_pending, 1);
-        }
+        mark_for_deletion(s);
         return;                 /* its own thread does it (run_pending_deletions) */
     }
     if (runs_script(s)) {
-        if (!s->delete_requested) {
-            s->delete_requested = 1;
-            atomic_fetch_add(&deletions_pending, 1);
-        }
+        mark_for_deletion(s);
         if (s->busy == 0) {     /* running from an event: try again soon */
             s->refs++;
             Tcl_CreateTimerHandler(DELETE_RETRY_MS, delete_later, s);
         }
         return;
     }
-    if (s->delete_requested) {
-        s->delete_requested = 0;
-        atomic_fetch_sub(&deletions_pending, 1);
-    }
+    unmark_for_deletion(s);
     Tcl_DeleteInterp(s->interp);
 }
 

@@ -377,6 +377,7 @@ void state_unhold(InterpState *s);
 int runs_script(const InterpState *s);
 int check_usable(InterpState *s);
 void request_delete(InterpState *s);
+void unmark_for_deletion(InterpState *s);
 void run_pending_deletions(void);
 
 /* Values both ways, and errors. */

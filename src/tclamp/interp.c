@@ -959,10 +959,7 @@ interp_deleted(ClientData cd, Tcl_Interp *interp)
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;
-    if (s->delete_requested) {
-        s->delete_requested = 0;
-        atomic_fetch_sub(&deletions_pending, 1);
-    }
+    unmark_for_deletion(s);
     Py_CLEAR(s->handles);           /* any object a handle still held */
     Py_CLEAR(s->scripts);           /* Tcl values: freed on their own thread */
     Py_CLEAR(s->command_names);

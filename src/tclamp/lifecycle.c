@@ -359,10 +359,7 @@ static void
 disown(InterpState *s)
 {
     s->thread = NULL;
-    if (s->delete_requested) {
-        s->delete_requested = 0;
-        atomic_fetch_sub(&deletions_pending, 1);
-    }
+    unmark_for_deletion(s);
 }
 
 /* What this thread's end leaves of its interpreters (one that runs, or
