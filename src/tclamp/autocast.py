@@ -38,6 +38,9 @@ def autocast_device(word):
 
 DEVICE = Param("device_type", ("-device_type", "-device"), default="cuda",
                convert=autocast_device)
+# Absent: every device (autocast_status, and module_rules.py's list).
+DEVICE_OR_ALL = Param("device_type", ("-device_type", "-device"), default=None,
+                      convert=autocast_device)
 DTYPE = Param("dtype", ("-dtype", "-data_type"), default=None, choices=DTYPES)
 REQUIRED_DTYPE = Param("dtype", ("-dtype", "-data_type"), choices=DTYPES)
 
@@ -155,9 +158,8 @@ COMMANDS = (
     Command("autocast_clear_cache", "autocastClearCache",
             Signature((), "Usage: torch::autocast_clear_cache"), plan_clear_cache),
     Command("autocast_status", "autocastStatus",
-            Signature((Param("device_type", ("-device_type", "-device"), default=None,
-                             convert=autocast_device),),
-                      "Usage: torch::autocast_status [device_type]", INVALID_DEVICE),
+            Signature((DEVICE_OR_ALL,), "Usage: torch::autocast_status [device_type]",
+                      INVALID_DEVICE),
             plan_status),
     Command("autocast", "autocast", BodySignature(BLOCK_OPTIONS), plan_block),
 )

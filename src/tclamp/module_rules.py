@@ -12,7 +12,7 @@ import torch
 
 from . import module_calls
 from .arguments import Command, Param, Plan, Signature
-from .autocast import DTYPE_NAMES, DTYPES, INVALID_DEVICE, autocast_device
+from .autocast import DEVICE_OR_ALL, DTYPE_NAMES, DTYPES, INVALID_DEVICE, autocast_device
 from .errors import UsageError
 from .scaler import handle_of
 
@@ -57,8 +57,7 @@ COMMANDS = (
                       missing=("Missing required parameter: module, dtype",) * 2),
             plan_set),
     Command("autocast_module_rules", "autocastModuleRules",
-            Signature((Param("device_type", ("-device_type", "-device"), default=None,
-                             convert=autocast_device),),
-                      "Usage: torch::autocast_module_rules [device_type]", INVALID_DEVICE),
+            Signature((DEVICE_OR_ALL,), "Usage: torch::autocast_module_rules [device_type]",
+                      INVALID_DEVICE),
             plan_list),
 )
