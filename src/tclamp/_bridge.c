@@ -2762,9 +2762,21 @@ core_add_to_module(PyObject *m)
 typedef struct ScopeFrame {
     unsigned long mark;         /* its interpreter's top_number when it began */
     unsigned long *kept;        /* numbers py keep gave it (ckalloc; sorted at the end) */
-    int kept_count, kept_room;
+    size_t kept_count, kept_room;
     struct ScopeFrame *outer;
 } ScopeFrame;
+
+/* Appends `number` to a ckalloc'd array of *count numbers with room for
+   *room, doubling the room when it is full (an empty one: NULL, 0, 0). */
+static void
+append_number(unsigned long **numbers, size_t *count, size_t *room, unsigned long number)
+{
+    if (*count == *room) {
+        *room = *room ? 2 * *room : 8;
+        *numbers = (unsigned long *)ckrealloc((char *)*numbers, *room * sizeof(unsigned long));
+    }
+    (*numbers)[(*count)++] = number;
+}
 
 /* py keep: the handle named `name` outlives the innermost running scope
    that began before it was made, and belongs to the enclosing one. */
@@ -2774,12 +2786,7 @@ keep_in_scope(InterpState *s, PyObject *name)
     unsigned long number = handle_number(s, name);
     for (ScopeFrame *f = number ? s->scopes : NULL; f != NULL; f = f->outer) {
         if (number > f->mark) {
-            if (f->kept_count == f->kept_room) {
-                f->kept_room = f->kept_room ? 2 * f->kept_room : 4;
-                f->kept = (unsigned long *)ckrealloc((char *)f->kept,
-                                                     f->kept_room * sizeof(unsigned long));
-            }
-            f->kept[f->kept_count++] = number;
+            append_number(&f->kept, &f->kept_count, &f->kept_room, number);
             break;
         }
     }
@@ -2825,13 +2832,8 @@ numbers_named(const char *text, Tcl_Size len, unsigned long mark, unsigned long 
             p = digit;          /* no digits: the next name may start here */
             continue;
         }
-        if (fits && n > mark) {
-            if (count == room) {
-                room = room ? 2 * room : 8;
-                *found = (unsigned long *)ckrealloc((char *)*found, room * sizeof(unsigned long));
-            }
-            (*found)[count++] = n;
-        }
+        if (fits && n > mark)
+            append_number(found, &count, &room, n);
     }
     if (count > 1)
         qsort(*found, count, sizeof(unsigned long), compare_numbers);
@@ -2846,9 +2848,9 @@ end_scope(InterpState *s, Tcl_Interp *interp, ScopeFrame *f, int code)
     HandleList gone;
     handle_list_init(&gone);
     if (f->kept_count > 1)
-        qsort(f->kept, (size_t)f->kept_count, sizeof(unsigned long), compare_numbers);
+        qsort(f->kept, f->kept_count, sizeof(unsigned long), compare_numbers);
     for (Handle *h = s->newest; h != NULL && h->number > f->mark; h = h->older) {
-        if (!h->renamed && !among(h->number, f->kept, (size_t)f->kept_count))
+        if (!h->renamed && !among(h->number, f->kept, f->kept_count))
             handle_list_add(&gone, h);
     }
     if (gone.count > 0 && code != TCL_ERROR) {
