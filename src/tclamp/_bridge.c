@@ -1064,12 +1064,13 @@ dict_str(Tcl_Obj *dict, const char *key)
 /* A Python exception (not a TclError) whose error came back to Python
    through Tcl keeps what its error had there, under this key of its own
    __dict__: (-errorstack, -errorinfo, how many entries its traceback had
-   then).  When it goes on into Tcl again, its errorInfo goes on from
-   there (errors.describe_error) and the frames it left begin -errorstack,
-   as a TclError's do; then the key goes (the same object raised again
-   later, from elsewhere, left no such frames).  The dict is read and
-   written as it is, so that no attribute code of the exception's class
-   runs (it may fail, or run Tcl). */
+   then, (the ids of its __cause__ and __context__, __suppress_context__)).
+   When it goes on into Tcl again, its errorInfo goes on from there, unless
+   it was raised from or while handling another since (errors.describe_error),
+   and the frames it left begin -errorstack, as a TclError's do; then the
+   key goes (the same object raised again later, from elsewhere, left no
+   such frames).  The dict is read and written as it is, so that no
+   attribute code of the exception's class runs (it may fail, or run Tcl). */
 #define CROSSING_KEY "__tcl_crossing__"
 
 static void
@@ -1088,7 +1089,16 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
         }
         Py_XDECREF(tb);
         PyErr_Clear();
-        PyObject *crossing = Py_BuildValue("(OOn)", errorstack, errorinfo, depth);
+        /* the chain by its objects' ids: holding them would keep (and
+           pickle) what the exception may let go */
+        PyObject *cause = PyException_GetCause(exc), *context = PyException_GetContext(exc);
+        PyObject *crossing = Py_BuildValue(
+            "(OOn(NNi))", errorstack, errorinfo, depth,
+            PyLong_FromVoidPtr(cause ? cause : Py_None),
+            PyLong_FromVoidPtr(context ? context : Py_None),
+            (int)((PyBaseExceptionObject *)exc)->suppress_context);
+        Py_XDECREF(cause);
+        Py_XDECREF(context);
         if (crossing == NULL || PyDict_SetItemString(dict, CROSSING_KEY, crossing) < 0)
             PyErr_Clear();
         Py_XDECREF(crossing);
@@ -1113,7 +1123,7 @@ frames_left(PyObject *value)
         PyObject *dict = PyObject_GenericGetDict(value, NULL);
         PyObject *crossing = dict && PyDict_Check(dict)
             ? PyDict_GetItemString(dict, CROSSING_KEY) : NULL;
-        if (crossing != NULL && PyTuple_Check(crossing) && PyTuple_GET_SIZE(crossing) == 3)
+        if (crossing != NULL && PyTuple_Check(crossing) && PyTuple_GET_SIZE(crossing) == 4)
             text = Py_NewRef(PyTuple_GET_ITEM(crossing, 0));
         if (crossing != NULL && PyDict_DelItemString(dict, CROSSING_KEY) < 0)
             PyErr_Clear();  /* a hostile key's __eq__: tcl_from_str below runs clean */

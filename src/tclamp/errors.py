@@ -97,10 +97,13 @@ def user_frames(tb, limit=None, inner=False):
 
 def crossed_tcl(exc):
     """(errorinfo, traceback entries) of a Python exception whose error
-    came back to Python through Tcl, as they were then; or None."""
+    came back to Python through Tcl, as they were then, if it has been
+    raised from or while handling no other exception since; or None."""
     crossing = dict.get(DICT_OF(exc), CROSSING)
-    if (type(crossing) is tuple and len(crossing) == 3 and type(crossing[1]) is str
-            and type(crossing[2]) is int):
+    chain = (id(CAUSE_OF(exc)), id(CONTEXT_OF(exc)), int(SUPPRESS_CONTEXT(exc)))
+    if (type(crossing) is tuple and len(crossing) == 4 and type(crossing[1]) is str
+            and type(crossing[2]) is int and type(crossing[3]) is tuple
+            and all(type(n) is int for n in crossing[3]) and crossing[3] == chain):
         return crossing[1], crossing[2]
     return None
 
@@ -131,7 +134,7 @@ def describe_error(exc):
         # Its errorInfo goes on from what it was in Tcl, as a TclError's
         # does, with the frames it has passed since (the first entries of
         # its traceback).  Raised again with another text or traceback,
-        # it is described anew.
+        # or from another exception, it is described anew.
         errorinfo, depth = crossing
         entries = sum(1 for _ in traceback.walk_tb(TRACEBACK(exc)))
         if (errorinfo == message or errorinfo.startswith(message + "\n")) and entries >= depth:
