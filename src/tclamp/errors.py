@@ -99,7 +99,10 @@ def crossed_tcl(exc):
     """(errorinfo, traceback entries) of a Python exception whose error
     came back to Python through Tcl, as they were then, if it has been
     raised from or while handling no other exception since; or None."""
-    crossing = dict.get(DICT_OF(exc), CROSSING)
+    try:
+        crossing = dict.get(DICT_OF(exc), CROSSING)
+    except Exception:       # a key of its own whose __eq__ fails
+        return None
     chain = (id(CAUSE_OF(exc)), id(CONTEXT_OF(exc)), int(SUPPRESS_CONTEXT(exc)))
     if (type(crossing) is tuple and len(crossing) == 4 and type(crossing[1]) is str
             and type(crossing[2]) is int and type(crossing[3]) is tuple
