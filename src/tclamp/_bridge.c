@@ -1033,6 +1033,38 @@ take_in_flight(Tcl_Obj *code)
     return value;
 }
 
+/* The thread's kept exception, held while code runs that must leave a
+   command's outcome as it was (finalizers of the handles a scope ends):
+   one whose Tcl catches a Python error of its own would keep that one in
+   its place, and the outcome's error would come back to Python as a
+   TclError. */
+typedef struct {
+    PyObject *value;
+    Tcl_Obj *code;
+} KeptInFlight;
+
+static KeptInFlight
+hold_in_flight(void)
+{
+    KeptInFlight held = { Py_XNewRef(here.in_flight), here.in_flight_code };
+    if (held.code != NULL)
+        Tcl_IncrRefCount(held.code);
+    return held;
+}
+
+static void
+put_back_in_flight(KeptInFlight held)
+{
+    ThreadBridge *t = &here;
+    PyObject *value = t->in_flight;
+    Tcl_Obj *code = t->in_flight_code;
+    t->in_flight = held.value;
+    t->in_flight_code = held.code;
+    Py_XDECREF(value);          /* may run code: the thread's state is set */
+    if (code != NULL)
+        Tcl_DecrRefCount(code);
+}
+
 /* A return options dict's value for `key` (borrowed), or NULL. */
 Tcl_Obj *
 option_value(Tcl_Obj *options, const char *key)
@@ -2883,7 +2915,9 @@ end_scope(InterpState *s, Tcl_Interp *interp, ScopeFrame *f, int code)
         return code;
     }
     Tcl_InterpState outcome = Tcl_SaveInterpState(interp, code);
+    KeptInFlight held = hold_in_flight();
     handle_list_delete(&gone);
+    put_back_in_flight(held);
     return Tcl_RestoreInterpState(interp, outcome);
 }
 
