@@ -217,7 +217,7 @@ stop_programs_at_exit(void)
         nanosleep(&millisecond, NULL);
 }
 
-/* use_aten(functions, dtype_names): the five ATen functions' addresses,
+/* use_aten(functions, dtype_names): the ATen functions' addresses (aten_ops.h),
    in the order of the ATEN_ ops, and dtype names by code (None where
    unnamed); from then on programs run.  use_aten(None) stops them, as for
    a torch without them; the functions, once given, are kept (other
