@@ -1789,7 +1789,9 @@ note_body_line(Tcl_Interp *interp, const char *command)
    past its own limit.  That limit (1000 by default) ends a script first;
    this one holds where a script raised it (`interp recursionlimit`), which
    let nested bodies run the stack out (14,500 torch::autocast blocks or
-   20,000 py scopes in 8 MiB: a crash). */
+   20,000 py scopes in 8 MiB: a crash).  Interp.evaluate (a block on the
+   Python path, autocast_trace's script) counts its bodies here too.
+   body_may_nest: whether one more may, else that error is set. */
 #define BODIES_NESTED_MAX 1000
 
 /* Runs `command`'s body (py scope's, a remembered torch::autocast block's)
@@ -1797,13 +1799,20 @@ note_body_line(Tcl_Interp *interp, const char *command)
    ends the command as the body ended: an error noted, another code as
    `catch` then `return -options` would pass it on. */
 int
+body_may_nest(Tcl_Interp *interp)
+{
+    if (here.bodies_running < BODIES_NESTED_MAX)
+        return 1;
+    Tcl_SetObjResult(interp, Tcl_NewStringObj("too many nested evaluations (infinite loop?)", -1));
+    Tcl_SetErrorCode(interp, "TCL", "LIMIT", "STACK", NULL);
+    return 0;
+}
+
+int
 run_body(Tcl_Interp *interp, Tcl_Obj *body, const char *command)
 {
-    if (here.bodies_running >= BODIES_NESTED_MAX) {
-        Tcl_SetObjResult(interp, Tcl_NewStringObj("too many nested evaluations (infinite loop?)", -1));
-        Tcl_SetErrorCode(interp, "TCL", "LIMIT", "STACK", NULL);
+    if (!body_may_nest(interp))
         return TCL_ERROR;
-    }
     here.bodies_running++;
     int code = Tcl_EvalObjEx(interp, body, 0);
     here.bodies_running--;
@@ -2126,6 +2135,11 @@ run_steps(Command *cmd, Tcl_Interp *interp, PyObject *steps, PyObject *result,
 {
     PyObject *value = NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(steps);
+    /* A body one past the limit is refused before the steps, as the ATen
+       path's run_body refuses it: the same error, and no body line of its
+       own in errorInfo (Interp.evaluate counts the bodies that run). */
+    if (script != NULL && !body_may_nest(interp))
+        return TCL_ERROR;
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_XDECREF(value);
         value = call_step(PyTuple_GET_ITEM(steps, i), script);

@@ -396,6 +396,7 @@ Tcl_Obj *option_value(Tcl_Obj *options, const char *key);
 void delete_handles_since(InterpState *owner, unsigned long mark);
 PyObject *outcome_new(void);
 void outcome_fill(PyObject *outcome, Tcl_Interp *interp, int code);
+int body_may_nest(Tcl_Interp *interp);
 int run_body(Tcl_Interp *interp, Tcl_Obj *body, const char *command);
 Tcl_Obj *script_to_tcl(PyObject *script);
 void keep_in_scope(InterpState *s, PyObject *name);

@@ -630,7 +630,16 @@ Interp_evaluate(InterpObject *self, PyObject *script)
     int code;
     Tcl_IncrRefCount(obj);
     Tcl_Preserve(interp);
-    code = run_tcl(s, (TclWork){interp, 0, 0, 0, &obj});
+    /* A body, nested on the C stack as run_body's are, and counted with
+       them: past their limit, refused as there. */
+    if (body_may_nest(interp)) {
+        here.bodies_running++;
+        code = run_tcl(s, (TclWork){interp, 0, 0, 0, &obj});
+        here.bodies_running--;
+    } else {
+        state_hold(s);          /* as run_tcl would: tcl_done lets go */
+        code = TCL_ERROR;
+    }
     Tcl_DecrRefCount(obj);
     outcome_fill(outcome, interp, code);
     Tcl_Release(interp);
