@@ -75,6 +75,21 @@ def bump():
 ATEN = "python" if "aten" in _bridge.BUILT_WITHOUT.split() else "aten"
 
 
+def lines_on_both_paths(tmp_path, script):
+    """The script's output lines after its first (the path it ran on), run
+    with the ATen path as set up and with it off ($argv "python"); they
+    must be the same."""
+    runs = {}
+    for path in ("aten", "python"):
+        r = tclsh(tmp_path, script.replace("$argv", f'"{path}"'), name=f"{path}.tcl")
+        assert_clean(r)
+        first, *lines = r.stdout.splitlines()
+        assert first == (ATEN if path == "aten" else path)
+        runs[path] = lines
+    assert runs["aten"] == runs["python"]
+    return runs["aten"]
+
+
 def test_the_path_is_on(tmp_path):
     """On the stacks we claim (Linux, torch 2.4 to 2.13) the functions are
     found and check out: if that detection broke, this fails, rather than
@@ -99,15 +114,7 @@ def test_same_as_the_python_path(tmp_path):
     words = command_words()
     calls = [random.Random(seed).choice(words) for seed in range(400)]
     (tmp_path / "calls.json").write_text(json.dumps(calls))
-    runs = {}
-    for path in ("aten", "python"):
-        r = tclsh(tmp_path, RECORD.replace("$argv", f'"{path}"'), name=f"{path}.tcl")
-        assert_clean(r)
-        first, *lines = r.stdout.splitlines()
-        assert first == (ATEN if path == "aten" else path)
-        runs[path] = lines
-    assert runs["aten"] == runs["python"]
-    assert len(runs["aten"]) == 400
+    assert len(lines_on_both_paths(tmp_path, RECORD)) == 400
 
 
 def test_exact_results_and_state(tmp_path):
@@ -328,17 +335,9 @@ def test_blocks_same_as_the_python_path(tmp_path):
     the state inside, the body's result and return code with its options
     (errorInfo and its body line too), and the state restored after, are
     the Python path's, however the body ends."""
-    runs = {}
-    for path in ("aten", "python"):
-        r = tclsh(tmp_path, BLOCKS.replace("$argv", f'"{path}"'), name=f"{path}.tcl")
-        assert_clean(r)
-        first, *lines = r.stdout.splitlines()
-        assert first == (ATEN if path == "aten" else path)
-        runs[path] = lines
-    assert runs["aten"] == runs["python"]
+    lines = lines_on_both_paths(tmp_path, BLOCKS)
     outside = "cpu=0/bfloat16 cuda=0/float16 cache=0 nesting=0"      # tclamp turns the cache off
     ok = "{-code 0 -level 0}"
-    lines = runs["aten"]
     assert lines[0:3] == [f"0 {{cpu=1/bfloat16 cuda=0/float16 cache=1 nesting=1}} {ok} {{{outside}}}"] * 3
     assert lines[3] == f"0 {{cpu=0/float16 cuda=0/float16 cache=0 nesting=1}} {ok} {{{outside}}}"
     assert lines[6] == f"0 {{cpu=0/bfloat16 cuda=1/float16 cache=1 nesting=1}} {ok} {{{outside}}}"
