@@ -1790,14 +1790,10 @@ note_body_line(Tcl_Interp *interp, const char *command)
    this one holds where a script raised it (`interp recursionlimit`), which
    let nested bodies run the stack out (14,500 torch::autocast blocks or
    20,000 py scopes in 8 MiB: a crash).  Interp.evaluate (a block on the
-   Python path, autocast_trace's script) counts its bodies here too.
-   body_may_nest: whether one more may, else that error is set. */
+   Python path, autocast_trace's script) counts its bodies here too. */
 #define BODIES_NESTED_MAX 1000
 
-/* Runs `command`'s body (py scope's, a remembered torch::autocast block's)
-   in the caller's frame, as Tcl's own value (its bytecode is kept), and
-   ends the command as the body ended: an error noted, another code as
-   `catch` then `return -options` would pass it on. */
+/* Whether one more body may nest on this thread; else that error is set. */
 int
 body_may_nest(Tcl_Interp *interp)
 {
@@ -1808,6 +1804,10 @@ body_may_nest(Tcl_Interp *interp)
     return 0;
 }
 
+/* Runs `command`'s body (py scope's, a remembered torch::autocast block's)
+   in the caller's frame, as Tcl's own value (its bytecode is kept), and
+   ends the command as the body ended: an error noted, another code as
+   `catch` then `return -options` would pass it on. */
 int
 run_body(Tcl_Interp *interp, Tcl_Obj *body, const char *command)
 {
