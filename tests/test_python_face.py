@@ -50,6 +50,22 @@ def test_strings_round_trip(text):
     assert tcl.eval("string length $roundtrip") == str(tcl_length(text))
 
 
+@pytest.mark.parametrize("name", ["made\U0001F600", "made\0nul", "made\u00e9"])
+def test_a_command_named_by_any_str_is_called_by_that_name(name):
+    """Interp.create_command names the command as a script spells it: on
+    Tcl 8.6 a character beyond the BMP was written as Python's UTF-8 (the
+    command was listed but `invalid command name` to every call), and a NUL
+    was refused (embedded null character)."""
+    interp = tclamp.Interp()
+    try:
+        interp.create_command(name, lambda *words: f"{name}: {list(words)}")
+        assert interp.call("info", "commands", "made*") == interp.call("list", name)
+        assert interp.call(name, "a") == f"{name}: ['a']"
+        assert interp.eval(f"{{{name}}} b") == f"{name}: ['b']"
+    finally:
+        interp.delete()
+
+
 def test_tcl_error_fields():
     with pytest.raises(TclError) as info:
         tcl.eval("proc fails {} {error oops {} {MY CODE {with space}}}; fails")

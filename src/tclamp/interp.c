@@ -666,10 +666,9 @@ static PyObject *
 Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"name", "callable", "planned", "script", "handle_form", NULL};
-    const char *name;
-    PyObject *callable, *handle_form = Py_None;
+    PyObject *name, *callable, *handle_form = Py_None;
     int planned = 0, script = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "sO|ppO:create_command", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "UO|ppO:create_command", kwlist,
                                      &name, &callable, &planned, &script, &handle_form))
         return NULL;
     InterpState *s = state_for_command(self, callable);
@@ -696,7 +695,16 @@ Interp_create_command(InterpObject *self, PyObject *args, PyObject *kwargs)
                 return PyErr_Format(PyExc_TypeError, "a handle form's types are classes");
         }
     }
-    return add_command(s, name, python_command, callable, planned, script, handle_form);
+    /* The name as a script would spell it: Tcl 8.6 writes a character beyond
+       the BMP (and NUL) otherwise than Python's UTF-8 does. */
+    Tcl_Obj *tcl_name = tcl_from_str(name);
+    if (tcl_name == NULL)
+        return NULL;
+    Tcl_IncrRefCount(tcl_name);
+    PyObject *made = add_command(s, Tcl_GetString(tcl_name), python_command, callable,
+                                 planned, script, handle_form);
+    Tcl_DecrRefCount(tcl_name);
+    return made;
 }
 
 /* py call, eval and exec: `resolve` serves the names that py call cannot
