@@ -236,8 +236,3 @@ def trace_end(outer):
 def current_path():
     paths = getattr(_here, "paths", None)
     return paths[-1][1] if paths else ""
-
-
-def installed():
-    """Whether Module.__call__ is tclamp's now."""
-    return torch.nn.Module.__dict__["__call__"] is call
