@@ -4,6 +4,8 @@ Scalers, tensors and optimizers are `py` object handles.  torch keeps the
 scaler's state on its device, resets the inf flag on every update, refuses
 a second step() before update() and checks the growth/backoff bounds.
 """
+from dataclasses import dataclass
+
 import torch
 
 from . import _bridge
@@ -34,16 +36,11 @@ def default_device():
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def flags(name, camel):
-    return (f"-{name}", f"-{camel}")
-
-
 SCALER = Param("scaler", ("-scaler",), convert=handle_of("scaler", torch.amp.GradScaler))
 OPTIMIZER = Param("optimizer", ("-optimizer",),
                   convert=handle_of("optimizer", torch.optim.Optimizer))
 TENSOR = Param("tensor", ("-tensor",), convert=handle_of("tensor", torch.Tensor))
 MISSING_HANDLES = "Missing required parameter: {}"
-POSITIVE = number_between(0.0, float("inf"))
 # What torch can store: the scale lives in a float32 tensor, the growth
 # tracker in an int32 one, and growth_interval goes to C++ as an int64.
 # Beyond them torch fails later, or half-way through loading a state; a
@@ -68,13 +65,30 @@ def bounded(convert, invalid, least=None, most=None):
     return check
 
 
-def float32_scale(invalid):
-    return bounded(POSITIVE, invalid, FLOAT32_LEAST, FLOAT32_MAX)
+@dataclass(frozen=True)
+class Rule:
+    """torch's rule for one of the scaler's numbers, which serves both the
+    commands' parameters and the keys of a saved state: `convert` reads a
+    word (ValueError: it is not `valid`); least and most bound what torch
+    can store."""
+    convert: object
+    valid: str                    # what a valid value is, e.g. "a positive number"
+    least: object = None
+    most: object = None
+
+    def checked(self, invalid):
+        return bounded(self.convert, invalid, self.least, self.most)
+
+    def param(self, name, camel, default):
+        invalid = f"Invalid {name}:"
+        return Param(name, (f"-{name}", f"-{camel}"), default, convert=self.checked(invalid),
+                     invalid=f"{invalid} must be {self.valid}")
 
 
-def scale_param(name, flags, default, invalid_start):
-    return Param(name, flags, default, convert=float32_scale(invalid_start),
-                 invalid=f"{invalid_start} must be a positive number")
+SCALE = Rule(number_between(0.0, float("inf")), "a positive number", FLOAT32_LEAST, FLOAT32_MAX)
+GROWTH_FACTOR = Rule(number_between(1.0, float("inf")), "a number greater than 1")
+BACKOFF_FACTOR = Rule(number_between(0.0, 1.0), "a number between 0 and 1")
+GROWTH_INTERVAL = Rule(positive_int, "a positive integer", most=INT64_MAX)
 
 
 def handles_signature(command, *params, check=None):
@@ -101,13 +115,11 @@ def non_negative_int(word):
 
 # torch.amp.GradScaler.state_dict()'s keys, each with its rule.
 STATE_RULES = {
-    "scale": (float32_scale("Invalid scaler state: scale"), "a positive number"),
-    "growth_factor": (number_between(1.0, float("inf")), "a number greater than 1"),
-    "backoff_factor": (number_between(0.0, 1.0), "a number between 0 and 1"),
-    "growth_interval": (bounded(positive_int, "Invalid scaler state: growth_interval",
-                                most=INT64_MAX), "a positive integer"),
-    "_growth_tracker": (bounded(non_negative_int, "Invalid scaler state: _growth_tracker",
-                                most=INT32_MAX), "a non-negative integer"),
+    "scale": SCALE,
+    "growth_factor": GROWTH_FACTOR,
+    "backoff_factor": BACKOFF_FACTOR,
+    "growth_interval": GROWTH_INTERVAL,
+    "_growth_tracker": Rule(non_negative_int, "a non-negative integer", most=INT32_MAX),
 }
 NOT_A_STATE = ("Invalid scaler state: expected a dict with the keys "
                + ", ".join(STATE_RULES))
@@ -134,11 +146,11 @@ def scaler_state(word):
     for key, value in given.items():
         if key not in STATE_RULES:
             raise invalid_state(f"unknown key {key}")
-        convert, rule = STATE_RULES[key]
+        rule = STATE_RULES[key]
         try:
-            state[key] = convert(value)
+            state[key] = rule.checked(f"Invalid scaler state: {key}")(value)
         except ValueError:
-            raise invalid_state(f"{key} must be {rule}") from None
+            raise invalid_state(f"{key} must be {rule.valid}") from None
     for key in STATE_RULES:
         if key not in state:
             raise invalid_state(f"missing key {key}")
@@ -158,18 +170,10 @@ def plan_free(scaler):
 
 COMMANDS = (
     Command("grad_scaler_new", "gradScalerNew",
-            Signature((scale_param("init_scale", flags("init_scale", "initScale"), 65536.0,
-                                   "Invalid init_scale:"),
-                       Param("growth_factor", flags("growth_factor", "growthFactor"), 2.0,
-                             convert=number_between(1.0, float("inf")),
-                             invalid="Invalid growth_factor: must be a number greater than 1"),
-                       Param("backoff_factor", flags("backoff_factor", "backoffFactor"), 0.5,
-                             convert=number_between(0.0, 1.0),
-                             invalid="Invalid backoff_factor: must be a number between 0 and 1"),
-                       Param("growth_interval", flags("growth_interval", "growthInterval"), 2000,
-                             convert=bounded(positive_int, "Invalid growth_interval:",
-                                             most=INT64_MAX),
-                             invalid="Invalid growth_interval: must be a positive integer"),
+            Signature((SCALE.param("init_scale", "initScale", 65536.0),
+                       GROWTH_FACTOR.param("growth_factor", "growthFactor", 2.0),
+                       BACKOFF_FACTOR.param("backoff_factor", "backoffFactor", 0.5),
+                       GROWTH_INTERVAL.param("growth_interval", "growthInterval", 2000),
                        Param("device", ("-device", "-device_type"), None, convert=autocast_device,
                              invalid=INVALID_DEVICE, named_only=True),
                        Param("enabled", ("-enabled",), True, convert=tcl_boolean,
@@ -186,8 +190,7 @@ COMMANDS = (
             handles_signature("grad_scaler_unscale", SCALER, OPTIMIZER),
             MethodCall("unscale_", "scaler unscaled")),
     Command("grad_scaler_update", "gradScalerUpdate",
-            Signature((SCALER, scale_param("new_scale", ("-new_scale", "-newScale"), None,
-                                           "Invalid new_scale:")),
+            Signature((SCALER, SCALE.param("new_scale", "newScale", None)),
                       "Usage: torch::grad_scaler_update scaler [new_scale]",
                       missing=(MISSING_HANDLES.format("scaler"),) * 2),
             MethodCall("update", "scaler updated")),
