@@ -9,7 +9,7 @@ import torch
 
 import processes
 import tclamp
-from tclamp import trace
+from tclamp import module_calls, trace
 
 
 @pytest.fixture
@@ -21,9 +21,11 @@ def interp():
 
 
 def nothing_installed():
+    """No dispatch mode, global hook or module wrapper a trace put in is left."""
     from torch.nn.modules import module
     return (torch._C._len_torch_dispatch_stack(), len(module._global_forward_pre_hooks),
-            len(module._global_forward_hooks)) == (0, 0, 0)
+            len(module._global_forward_hooks),
+            torch.nn.Module.__call__ is module_calls.call) == (0, 0, 0, False)
 
 
 def broken_check(tensor):
