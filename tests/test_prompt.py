@@ -713,6 +713,37 @@ def test_plain_interactive_tclsh_prints_the_version(tmp_path):
     child.expect(pexpect.EOF)
 
 
+@pytest.mark.parametrize("leave", ["exit()", "quit()"])
+def test_exit_at_py_interact_in_a_plain_tclsh_leaves_python_s_stdin_open(tmp_path, leave):
+    """In a plain tclsh, exit() at `py interact`'s prompt is the Tcl error
+    SystemExit: None (docs/hosts.md) and the prompt goes on.  Python's own
+    exit() and quit() closed sys.stdin first: every later `py interact`
+    failed at once with `ValueError: I/O operation on closed file.` and Tcl
+    read the next line meant for Python."""
+    env = dict(os.environ, TCLLIBPATH=str(ROOT / "tcl"), HOME=str(tmp_path))
+    env.pop("TCLAMP_PYTHON", None)
+    child = pexpect.spawn(TCLSH, env=env, cwd=str(tmp_path), encoding="utf-8", timeout=60)
+    child.expect_exact("% ")
+    child.sendline("package require tclamp")
+    child.expect_exact("% ")
+    child.sendline("py interact")
+    child.expect_exact(">>> ")
+    child.sendline(leave)
+    child.expect_exact("% ")
+    assert child.before.replace("\r", "") == f"{leave}\nSystemExit: None\n"
+    child.sendline("py interact; puts back")
+    assert child.expect_exact([">>> ", "% "]) == 0, child.before
+    child.sendline("print(6 * 7, repr(exit))")
+    assert child.expect_exact([">>> ", "% "]) == 0, child.before
+    assert child.before.replace("\r", "") == (
+        "print(6 * 7, repr(exit))\n42 Use exit() or Ctrl-D (i.e. EOF) to exit\n")
+    child.sendeof()
+    child.expect_exact("% ")
+    assert child.before.replace("\r", "") == "\nback\n"
+    child.sendline("exit")
+    child.expect(pexpect.EOF)
+
+
 def test_torch_is_in_main_at_the_prompt(prompt):
     assert run(prompt, "py eval {torch.ones(3).sum().item()}") == "3.0"
 

@@ -4,6 +4,8 @@ bridge's; import, interact and the names they cannot resolve are here).
 Arguments arrive as str, or as the object itself when the argument names a
 live object handle (the C bridge looks those up).
 """
+import _sitebuiltins
+import builtins
 import code
 import importlib
 import importlib.util
@@ -37,9 +39,31 @@ def py_interact(*args, console_type=code.InteractiveConsole):
     if args:
         raise wrong_args("py interact")
     console = console_type(_main_namespace(), filename="<py interact>")
-    console.interact(banner=f"Python {sys.version.split()[0]} in __main__;"
-                            f" end of file (Ctrl-D) returns to Tcl", exitmsg="")
+    replaced = {}
+    for name in ("exit", "quit"):
+        quitter = getattr(builtins, name, None)
+        if type(quitter) is _sitebuiltins.Quitter:
+            replaced[name] = (quitter, _Quitter(quitter.name, quitter.eof))
+            setattr(builtins, name, replaced[name][1])
+    try:
+        console.interact(banner=f"Python {sys.version.split()[0]} in __main__;"
+                                f" end of file (Ctrl-D) returns to Tcl", exitmsg="")
+    finally:
+        for name, (quitter, ours) in replaced.items():
+            if getattr(builtins, name, None) is ours:
+                setattr(builtins, name, quitter)
     return ""
+
+
+class _Quitter(_sitebuiltins.Quitter):
+    """exit() and quit() under py interact.  Python's own close sys.stdin
+    before they raise SystemExit; in a process that goes on (a plain
+    tclsh, where SystemExit is a Tcl error) every later py interact, and
+    input(), would fail with `I/O operation on closed file`.  These only
+    raise SystemExit."""
+
+    def __call__(self, code=None):
+        raise SystemExit(code)
 
 
 def _name_parts(name):
