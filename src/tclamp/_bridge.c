@@ -2384,10 +2384,12 @@ add_command(InterpState *s, const char *name, Tcl_ObjCmdProc *proc, PyObject *ca
 /*
  * They mean exactly what docs/py.md says.  Code runs in __main__'s
  * namespace, compiled as compile(source, "<py eval>", "eval",
- * dont_inherit=True) compiles it.  A callable's first name is looked up in
- * __main__, then in builtins, and the rest of the dotted name as
- * attributes; only a name that needs an import goes to bridge.resolve (the
- * command's callable), which also raises every lookup error.
+ * dont_inherit=True) compiles it, once the command's callable has prepared
+ * the source (bridge.expression_source for py eval, bridge.dedent_block for
+ * py exec).  A callable's first name is looked up in __main__, then in
+ * builtins, and the rest of the dotted name as attributes; only a name that
+ * needs an import goes to bridge.resolve (py call's callable), which also
+ * raises every lookup error.
  *
  * What the text of a Tcl value means to Python is kept as the value's
  * internal representation, the way Tcl keeps bytecode: a code object for
@@ -2550,8 +2552,9 @@ compiled_code(InterpState *owner, Tcl_Obj *source, int mode, PyObject *prepare)
     if (code != NULL) {
         Py_INCREF(code);
     } else if (!PyErr_Occurred()) {
-        /* `prepare` (py exec's dedent) gives the text to compile; the
-           cache keeps the source as written. */
+        /* `prepare` (py eval's expression_source, py exec's dedent)
+           gives the text to compile; the cache keeps the source as
+           written. */
         PyObject *prepared = prepare ? PyObject_CallOneArg(prepare, text) : Py_NewRef(text);
         code = prepared ? compile_source(prepared, mode) : NULL;
         Py_XDECREF(prepared);
@@ -2622,8 +2625,7 @@ run_source(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[], i
         return TCL_ERROR;
     flush_tcl_stdout();
     release_unused_objects();
-    PyObject *code = compiled_code(cmd->owner, objv[1], mode,
-                                   mode == RUN_EXEC ? cmd->callable : NULL);
+    PyObject *code = compiled_code(cmd->owner, objv[1], mode, cmd->callable);
     PyObject *value = code ? run_code(code, mode) : NULL;
     Py_XDECREF(code);
     return py_command_done(cmd, interp, value, &e);

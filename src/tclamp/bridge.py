@@ -125,6 +125,15 @@ def dedent_block(text):
     return textwrap.dedent(text)
 
 
+def expression_source(text):
+    """py eval's source: py exec's margin removed (dedent_block), then the
+    spaces and tabs still leading it, which Python's own eval() ignores
+    (compile() does not), so `py eval { x + 1 }` is x + 1."""
+    if text[:1] not in (" ", "\t", "\n"):   # a first line with no margin: as written
+        return text
+    return dedent_block(text).lstrip(" \t")
+
+
 NONE_WORD = "::py::None"
 CALL_USAGE = _bridge.PY_CALL_USAGE      # as the C command gives it
 TYPE_WORDS = ("str", "int", "float", "bool", "name", "list", "dict")
@@ -307,9 +316,10 @@ def before_load(command, operation):
 
 def add_py_ensemble(interp):
     # call, eval and exec are the bridge's C commands (they run every time a
-    # script uses Python); import is here.  exec's function dedents its
-    # source; call's resolves the names it cannot look up itself.
-    for kind, function in (("call", resolve), ("eval", resolve), ("exec", dedent_block)):
+    # script uses Python); import is here.  eval's and exec's functions
+    # prepare their source; call's resolves the names it cannot look up.
+    for kind, function in (("call", resolve), ("eval", expression_source),
+                           ("exec", dedent_block)):
         interp.create_py_command(f"::py::{kind}", kind, function)
     interp.create_command("::py::import", py_import)
     interp.create_command("::py::interact", py_interact)
