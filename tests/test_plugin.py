@@ -416,6 +416,31 @@ def test_tclsh_variable_names_the_tclsh(tmp_path):
         "cannot start tclsh: [Errno 2] No such file or directory: '/nonexistent/tclsh'\n")
 
 
+def test_package_require_gets_the_tclamp_this_pytest_runs(tmp_path):
+    # Another tclamp on auto_path (TCLLIBPATH here; `tclamp install-tcl` puts
+    # one in /usr/local/lib/tcltk) with a higher version: a plain require
+    # still loads this pytest's, even after a search has declared the other;
+    # asking for the other's version gets it.
+    other = tmp_path / "other" / "tclamp"
+    other.mkdir(parents=True)
+    (other / "pkgIndex.tcl").write_text(
+        "package ifneeded tclamp 99.0 {package provide tclamp 99.0}\n")
+    version = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
+    (tmp_path / "own.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "catch {package require no_such_package}\n"
+        "test own {} -body {package require tclamp} -result " + version + "\n"
+        "test works {} -body {torch::autocast_get_dtype cpu} -result bfloat16\n"
+        "cleanupTests\n")
+    (tmp_path / "asks.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test asks {} -body {package require tclamp 99} -result 99.0\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "-rA", "own.test", "asks.test",
+                   env={"TCLLIBPATH": str(tmp_path / "other")})
+    assert outcomes(r) == {"passed": 3}, r.stdout
+
+
 def run_all_tcl(test_dir):
     """tests/all.tcl on the .test files of test_dir, with no environment."""
     return subprocess.run([TCLSH, str(ROOT / "tests" / "all.tcl"), "-testdir", str(test_dir)],

@@ -61,6 +61,41 @@ set argc 0
 
 package require tcltest
 lappend auto_path [file dirname [file normalize [info script]]]
+# `package require tclamp` gets the tclamp beside this driver, the one this
+# pytest runs, though another (a higher version, or one that TCLLIBPATH or
+# `tclamp install-tcl` put on auto_path) is there too: a declared version is
+# taken without a search, and each search (`package unknown`, which declares
+# every version it finds) is followed by declaring this one alone again.  A
+# file that asks for a version this one is not still finds the others.
+namespace eval ::tclamp_pytest {
+    variable own_index [file join [file dirname [file normalize [info script]]] pkgIndex.tcl]
+    variable own_version ""
+}
+proc ::tclamp_pytest::declare_own_tclamp {} {
+    variable own_index
+    variable own_version
+    # not once tclamp is loading or loaded
+    if {[package provide tclamp] ne "" || [namespace exists ::tclamp]
+            || ![file exists $own_index]} {
+        return
+    }
+    package forget tclamp
+    apply {{dir} { source [file join $dir pkgIndex.tcl] }} [file dirname $own_index]
+    set own_version [lindex [package versions tclamp] 0]
+}
+proc ::tclamp_pytest::package_unknown {original name args} {
+    variable own_version
+    if {[llength $original]} {
+        uplevel 1 [list {*}$original $name {*}$args]
+    }
+    if {$name eq "tclamp" && [llength $args] && $own_version ne ""
+            && ![package vsatisfies $own_version {*}$args]} {
+        return
+    }
+    declare_own_tclamp
+}
+::tclamp_pytest::declare_own_tclamp
+package unknown [list ::tclamp_pytest::package_unknown [package unknown]]
 chan configure stdout -encoding utf-8 -buffering line
 chan configure stderr -encoding utf-8
 
