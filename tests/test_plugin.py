@@ -416,6 +416,21 @@ def test_tclsh_variable_names_the_tclsh(tmp_path):
         "cannot start tclsh: [Errno 2] No such file or directory: '/nonexistent/tclsh'\n")
 
 
+def test_a_file_runs_in_the_directory_pytest_started_in(tmp_path):
+    # A Python test that runs first leaves pytest in another directory.
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "test_a_moves.py").write_text(
+        "import os\n\ndef test_moves():\n    os.chdir('elsewhere')\n")
+    (tmp_path / "z.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test where {} -body {pwd} -result {" + str(tmp_path.resolve()) + "}\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "-rA")
+    assert outcomes(r) == {"passed": 2}, r.stdout
+    assert re.findall(r"^PASSED (\S+)$", r.stdout, re.M) == [
+        "test_a_moves.py::test_moves", "z.test::where"]
+
+
 def test_package_require_gets_the_tclamp_this_pytest_runs(tmp_path):
     # Another tclamp on auto_path (TCLLIBPATH here; `tclamp install-tcl` puts
     # one in /usr/local/lib/tcltk) with a higher version: a plain require

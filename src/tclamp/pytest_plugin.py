@@ -179,7 +179,7 @@ class CaseRun:
 class DriverRun:
     """What one run of the driver on one file recorded."""
 
-    def __init__(self, mode, path, selection=()):
+    def __init__(self, mode, path, cwd, selection=()):
         nonce = secrets.token_hex(8)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    TCLAMP_PYTHON=os.environ.get("TCLAMP_PYTHON", sys.executable))
@@ -199,7 +199,7 @@ class DriverRun:
                 self.returncode = subprocess.run(
                     [os.environ.get("TCLSH", "tclsh"), str(DRIVER), mode, str(path),
                      str(records), nonce],
-                    stdin=stdin, stdout=stdout, stderr=stderr, env=env).returncode
+                    stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd).returncode
             # newlines as subprocess's text mode gave them
             output = [(scratch / name).read_text(encoding="utf-8", errors="tclamp-tcl-output")
                       for name in ("stdout", "stderr")]
@@ -327,9 +327,16 @@ class TclTestFile(pytest.File):
 
     run = None
 
+    @property
+    def start_dir(self):
+        """The directory pytest was started in, which is the file's working
+        directory as it is for `tclsh FILE`, wherever a test or fixture
+        has moved pytest's own since."""
+        return self.config.invocation_params.dir
+
     def collect(self):
         try:
-            collected = DriverRun("collect", self.path)
+            collected = DriverRun("collect", self.path, self.start_dir)
         except OSError as error:
             raise self.CollectError(f"cannot start tclsh: {error}") from None
         problem = collected.collect_problem()
@@ -355,7 +362,7 @@ class TclTestFile(pytest.File):
         if not selected:
             return
         try:
-            self.run = DriverRun("run", self.path, selected)
+            self.run = DriverRun("run", self.path, self.start_dir, selected)
         except OSError as error:
             raise TclTestFailure(f"cannot start tclsh: {error}")
         self.ran.update(dict.fromkeys(selected, self.run))
