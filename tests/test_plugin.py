@@ -206,6 +206,15 @@ def test_collection_runs_no_test_body(tmp_path):
     assert not (tmp_path / "body-ran.txt").exists()
 
 
+@pytest.mark.parametrize("option", ["--setup-only", "--setup-plan"])
+def test_setup_only_and_setup_plan_run_no_case(tmp_path, option):
+    copy_cases(tmp_path, "shapes.test")
+    r = run_pytest(tmp_path, option, "shapes.test")
+    assert r.returncode == 0 and "no tests ran" in r.stdout.splitlines()[-1], r.stdout
+    assert "shapes.test::creates-file" in r.stdout
+    assert not (tmp_path / "body-ran.txt").exists()
+
+
 def test_k_runs_only_the_selected_cases(tmp_path):
     copy_cases(tmp_path, "shapes.test")
     r = run_pytest(tmp_path, "-rA", "-k", "plain or talks or gpu", "shapes.test")

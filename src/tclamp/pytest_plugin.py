@@ -354,6 +354,10 @@ class TclTestFile(pytest.File):
     def setup(self):
         if self.run is not None:
             return
+        # --setup-only and --setup-plan (which implies it) run no test: no
+        # case's setup, body or cleanup either.
+        if getattr(self.config.option, "setuponly", False):
+            return
         # The file is set up again when other files' cases come between its
         # own (node ids given as a.test::x b.test::y a.test::z): its cases
         # that the first tclsh ran keep their results, and run no more.
