@@ -333,6 +333,31 @@ def test_count_disagreeing_with_tcltest_fails_the_file(tmp_path):
         "miscount.test:\tTotal\t3\tPassed\t2\tSkipped\t0\tFailed\t1\n")
 
 
+def test_a_file_that_sends_tcltest_output_elsewhere_says_so(tmp_path):
+    # docs/pytest.md: such a file fails as a whole; the reports say why,
+    # and that the file did reach cleanupTests.
+    (tmp_path / "outfile.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "configure -outfile [file join [temporaryDirectory] tcltest.out]\n"
+        "test good {} -body {expr 1} -result 1\n"
+        "test bad {} -body {expr 1} -result 2\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "-rA", "outfile.test")
+    assert outcomes(r) == {"passed": 1, "failed": 1, "errors": 1}
+    elsewhere = ("the file sent tcltest's output elsewhere (tcltest::configure -outfile, "
+                 "or tcltest::outputChannel)")
+    assert section(r.stdout, "outfile.test: bad") == (
+        "tcltest counted this case as failed and wrote no report where the plugin reads it: "
+        f"{elsewhere}\n")
+    assert section(r.stdout, "ERROR at teardown of outfile.test: bad") == (
+        "outfile.test: tcltest printed no Total/Passed/Skipped/Failed line where the plugin "
+        f"reads it, though the file called tcltest::cleanupTests: {elsewhere}\n"
+        "tcltest counted:         nothing\n"
+        "the cases' results give: Total 2  Passed 1  Skipped 0  Failed 1  "
+        "(0 skipped as not selected)\n")
+    assert "==== bad FAILED" in (tmp_path / "tcltest.out").read_text()
+
+
 def test_name_that_differs_between_collection_and_run(tmp_path):
     copy_cases(tmp_path, "dynamic.test")
     r = run_pytest(tmp_path, "-rA", "dynamic.test")

@@ -30,6 +30,8 @@ DRIVER = PACKAGE_DIR / "tcltest_driver.tcl"
 SUMMARY = re.compile(r"^.*:\tTotal\t(\d+)\tPassed\t(\d+)\tSkipped\t(\d+)\tFailed\t(\d+)$", re.M)
 COUNTS = ("Total", "Passed", "Skipped", "Failed")
 TAIL = 4000  # characters of stray output kept in a file-level failure
+ELSEWHERE = ("the file sent tcltest's output elsewhere (tcltest::configure -outfile, "
+             "or tcltest::outputChannel)")
 HALF_CHARACTER = re.compile("[\ud800-\udfff]")
 
 
@@ -208,7 +210,7 @@ class DriverRun:
         self.cases = {}          # (name, occurrence) -> CaseRun, in run mode
         self.deselected = []     # (name, occurrence) of cases skipped as not selected
         self.exit = self.error = None
-        self.ended = False
+        self.ended = self.cleaned_up = False
         tcltest = []
         by_index = {}
         for line in lines:
@@ -240,6 +242,8 @@ class DriverRun:
                 self.error = record
             elif event == "end":
                 self.ended = True
+            elif event == "cleanup":
+                self.cleaned_up = True
         self.tcltest = "".join(tcltest)
         stdout, self.stdout = split_output(output[0], nonce)
         stderr, self.stderr = split_output(output[1], nonce)
@@ -303,7 +307,11 @@ class DriverRun:
                 counts[COUNTS.index(case.outcome.capitalize())] += 1
         summaries = [tuple(map(int, m.groups())) for m in SUMMARY.finditer(self.tcltest)]
         tcltest_counts = [sum(column) for column in zip(*summaries)]
-        if not summaries:
+        if not summaries and self.cleaned_up:
+            problems.append("tcltest printed no Total/Passed/Skipped/Failed line where the "
+                            "plugin reads it, though the file called tcltest::cleanupTests: "
+                            f"{ELSEWHERE}")
+        elif not summaries:
             problems.append("tcltest printed no Total/Passed/Skipped/Failed line: "
                             "the file did not reach tcltest::cleanupTests")
         elif tcltest_counts != counts:
@@ -402,7 +410,8 @@ class TclTestCase(pytest.Item):
         if case.outcome == "skipped":
             pytest.skip(shown(skip_reason(case)))
         if case.outcome == "failed":
-            raise TclTestFailure(case.tcltest.strip("\n"))
+            raise TclTestFailure(case.tcltest.strip("\n") or "tcltest counted this case as "
+                                 f"failed and wrote no report where the plugin reads it: {ELSEWHERE}")
         if case.outcome == "error":
             raise TclTestFailure(f"tcltest::test raised an error:\n{case.reason}")
         if case.outcome == "unfinished":

@@ -23,6 +23,7 @@
 #   {"event":"tcltest","text":..}   tcltest's output outside any case
 #   {"event":"exit","status":..,"case":..,"cleaned_up":..,"tcltest":..}
 #   {"event":"error","message":..,"errorinfo":..}   error outside any case
+#   {"event":"cleanup"}             tcltest::cleanupTests was called
 #   {"event":"end"}                 the file was sourced to its end
 namespace eval ::tclamp_pytest {
     # Tcl 9 looks up an unqualified global (argv) in the namespace only.
@@ -161,6 +162,7 @@ chan configure $::tcltest::outputChannel -encoding utf-8 {*}$::tclamp_pytest::pr
 rename ::tcltest::cleanupTests ::tcltest::TclampOriginalCleanupTests
 proc ::tcltest::cleanupTests {args} {
     set ::tclamp_pytest::cleaned_up 1
+    ::tclamp_pytest::record event cleanup
     tailcall ::tcltest::TclampOriginalCleanupTests {*}$args
 }
 
