@@ -137,6 +137,29 @@ def test_case_output_is_in_its_own_report(shapes):
     assert result.stdout.count("from talks") == 2
 
 
+def test_what_tcltest_prints_for_a_passing_case_is_in_its_report(tmp_path):
+    # `tclsh FILE` shows the report of a test that fails inside a passing
+    # case's body (tcltest counts only the outer one) and -verbose lines.
+    (tmp_path / "nested.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test outer {} -body {\n"
+        "    test inner {} -body {expr 1} -result 2\n"
+        "    expr 1\n"
+        "} -result 1\n"
+        "test loud {} -body {configure -verbose p; expr 1} -result 1\n"
+        "test quiet {} -body {configure -verbose b; expr 1} -result 1\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "-rA", "nested.test")
+    assert outcomes(r) == {"passed": 3}
+    assert section(r.stdout, "nested.test: outer") == (
+        "[tcltest]\n\n\n"
+        "==== inner  FAILED\n==== Contents of test case:\nexpr 1\n"
+        "---- Result was:\n1\n---- Result should have been (exact matching):\n2\n"
+        "==== inner FAILED\n\n")
+    assert section(r.stdout, "nested.test: loud") == "[tcltest]\n++++ loud PASSED\n"
+    assert not re.search(r"^_+ nested\.test: quiet _+$", r.stdout, re.M)  # nothing to show
+
+
 def test_output_reaches_the_terminal_with_s(tmp_path):
     copy_cases(tmp_path, "shapes.test")
     r = run_pytest(tmp_path, "-s", "-q", "shapes.test::talks")

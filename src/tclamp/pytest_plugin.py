@@ -405,6 +405,11 @@ class TclTestCase(pytest.Item):
         self.seconds = case.seconds
         sys.stdout.write(case.stdout)
         sys.stderr.write(case.stderr)
+        if case.outcome in ("passed", "skipped") and case.tcltest.strip():
+            # What tcltest printed for a case that did not fail (the file's
+            # -verbose lines, a failing test nested in its body), as under
+            # `tclsh FILE`; a failure's is its report.
+            self.add_report_section("call", "tcltest", shown(case.tcltest))
         if case.outcome == "passed":
             return
         if case.outcome == "skipped":
