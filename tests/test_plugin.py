@@ -290,6 +290,20 @@ def test_xdist_runs_each_case_once_and_each_file_in_one_tclsh(tmp_path, dist):
     assert len({pid for pid, name in runs if name.startswith("b")}) == 1
 
 
+def test_under_xdist_each_worker_collects_as_the_docs_say(tmp_path):
+    (tmp_path / "a.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "set f [open top-level.log a]; puts $f [pid]; close $f\n"
+        "test one {} -body {expr 1} -result 1\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "-n", "2")
+    assert outcomes(r) == {"passed": 1}
+    # two workers collect, one tclsh runs the case: three runs of the top level
+    assert len(set((tmp_path / "top-level.log").read_text().split())) == 3
+    limits = (ROOT / "docs" / "pytest.md").read_text().split("## Limits")[1]
+    assert "Under pytest-xdist each worker\n  collects, so with `-n N` it runs N + 1 times." in limits
+
+
 def test_a_file_whose_cases_are_not_consecutive_runs_once(tmp_path):
     for file in ("a", "b"):
         (tmp_path / f"{file}.test").write_text(TEN_CASES.replace("FILE", file))
