@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ElementTree
 
 import pytest
@@ -185,6 +186,36 @@ def test_a_process_left_running_does_not_hold_up_the_run(tmp_path):
                 os.kill(int((tmp_path / "helper.pid").read_text()), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_ctrl_c_on_a_hanging_case_names_it(tmp_path):
+    (tmp_path / "hang.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test quick {} -body {expr 1} -result 1\n"
+        "test hangs {} -body {expr 1} -cleanup {\n"
+        "    set f [open hanging w]; puts $f [pid]; close $f\n"
+        "    vwait forever\n"
+        "} -result 1\n"
+        "cleanupTests\n")
+    pytest_run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "hang.test"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT / "src")))
+    try:
+        for _ in range(1200):
+            if (tmp_path / "hanging").exists() and (tmp_path / "hanging").read_text():
+                break
+            assert pytest_run.poll() is None
+            time.sleep(0.05)
+        pytest_run.send_signal(signal.SIGINT)
+        output, _ = pytest_run.communicate(timeout=60)
+    finally:
+        pytest_run.kill()
+    assert pytest_run.returncode == 2
+    assert ("KeyboardInterrupt: hang.test: interrupted while tclsh ran case hangs\n"
+            in output), output
+    with pytest.raises(ProcessLookupError):   # and that tclsh is gone
+        os.kill(int((tmp_path / "hanging").read_text()), 0)
 
 
 def test_unmet_constraint_is_a_skip_naming_it(shapes):

@@ -159,6 +159,32 @@ def split_output(text, nonce):
     return cases, "".join(outside)
 
 
+def interrupted(mode, path, records):
+    """Where a file's tclsh was when pytest was interrupted, from what the
+    driver had recorded."""
+    running = None
+    try:
+        lines = records.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        if record["event"] == "start":
+            running = record["name"]
+        elif record["event"] in ("result", "exit"):
+            running = None
+    if mode == "collect":
+        where = "collected the file (its top-level code)"
+    elif running is None:
+        where = "ran the file's top-level code, outside any case"
+    else:
+        where = f"ran case {running}"
+    return shown(f"{path.name}: interrupted while tclsh {where}")
+
+
 def exit_status(returncode):
     if returncode < 0:
         return f"was killed by signal {-returncode}"
@@ -198,10 +224,14 @@ class DriverRun:
             with open(scratch / "selection", "rb") as stdin, \
                     open(scratch / "stdout", "wb") as stdout, \
                     open(scratch / "stderr", "wb") as stderr:
-                self.returncode = subprocess.run(
-                    [os.environ.get("TCLSH", "tclsh"), str(DRIVER), mode, str(path),
-                     str(records), nonce],
-                    stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd).returncode
+                try:
+                    self.returncode = subprocess.run(
+                        [os.environ.get("TCLSH", "tclsh"), str(DRIVER), mode, str(path),
+                         str(records), nonce],
+                        stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd).returncode
+                except KeyboardInterrupt:
+                    # Ctrl-C on a file that hangs: say where (tclsh is gone)
+                    raise KeyboardInterrupt(interrupted(mode, path, records)) from None
             # newlines as subprocess's text mode gave them
             output = [(scratch / name).read_text(encoding="utf-8", errors="tclamp-tcl-output")
                       for name in ("stdout", "stderr")]
