@@ -388,6 +388,44 @@ def test_exit_inside_a_case_fails_it_and_the_file(tmp_path):
         "(0 skipped as not selected)\n")
 
 
+BAD_OPTION = ('bad option "-badopt": must be -body, -cleanup, -constraints, -errorCode, '
+              '-errorOutput, -match, -output, -result, -returnCodes, or -setup')
+
+
+def test_a_test_call_that_raises_an_error_is_named_as_tclsh_names_it(tmp_path):
+    # tcltest::test raises the error itself (a bad option): tcltest counts
+    # no case, and uncaught the error stops the file as it stops `tclsh FILE`.
+    (tmp_path / "caught.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "catch {test bad {} -body {expr 1} -result 1 -badopt 3}\n"
+        "test good {} -body {expr 1} -result 1\n"
+        "cleanupTests\n")
+    (tmp_path / "uncaught.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test good {} -body {expr 1} -result 1\n"
+        "test bad {} -body {expr 1} -result 1 -badopt 3\n"
+        "test after {} -body {expr 1} -result 1\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "-rA", "caught.test", "uncaught.test")
+    assert outcomes(r) == {"failed": 3, "passed": 2, "errors": 1}
+    assert section(r.stdout, "caught.test: bad") == (
+        f"tcltest::test raised an error:\n{BAD_OPTION}\n")
+    # tcltest counted what the cases' results give: caught.test is whole
+    assert "ERROR at teardown of caught.test" not in r.stdout
+    assert section(r.stdout, "ERROR at teardown of uncaught.test: after") == (
+        f"uncaught.test: case bad: tcltest::test raised an error, which stopped the file: "
+        f"{BAD_OPTION}\n"
+        f"{BAD_OPTION}\n"
+        '    while executing\n"test bad {} -body {expr 1} -result 1 -badopt 3"\n'
+        f'    (file "{tmp_path / "uncaught.test"}" line 4)\n'
+        "tcltest printed no Total/Passed/Skipped/Failed line: the file did not reach "
+        "tcltest::cleanupTests\n"
+        "tclsh exited with status 1\n"
+        "tcltest counted:         nothing\n"
+        "the cases' results give: Total 1  Passed 1  Skipped 0  Failed 0  "
+        "(0 skipped as not selected)\n")
+
+
 def test_count_disagreeing_with_tcltest_fails_the_file(tmp_path):
     copy_cases(tmp_path, "miscount.test")
     r = run_pytest(tmp_path, "-rA", "miscount.test")

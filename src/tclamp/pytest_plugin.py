@@ -200,6 +200,7 @@ class CaseRun:
     constraints: str = ""
     seconds: float = 0.0
     tcltest: str = ""
+    change: tuple = (1, 0, 0, 0)  # what it added to tcltest's Total Passed Skipped Failed
     stdout: str = ""
     stderr: str = ""
 
@@ -260,6 +261,7 @@ class DriverRun:
                 case.outcome, case.reason = record["outcome"], record["reason"]
                 case.constraints, case.tcltest = record["constraints"], record["tcltest"]
                 case.seconds = int(record["usec"]) / 1e6
+                case.change = tuple(map(int, record["change"].split()))
             elif event == "deselected":
                 self.deselected.append((record["name"], int(record["occurrence"])))
             elif event == "tcltest":
@@ -313,7 +315,11 @@ class DriverRun:
         tcltest's own count agrees with the cases' results."""
         problems = []
         unfinished = [c.name for c in self.cases.values() if c.outcome == "unfinished"]
-        if self.error:
+        if self.error and self.error.get("case"):
+            problems.append(f"case {self.error['case']}: tcltest::test raised an error, "
+                            f"which stopped the file: {self.error['message']}\n"
+                            + self.error["errorinfo"])
+        elif self.error:
             problems.append(f"error outside any test case: {self.error['message']}\n"
                             + self.error["errorinfo"])
         if self.exit and self.exit["case"]:
@@ -331,8 +337,14 @@ class DriverRun:
                                 "when the file ran but not when it was collected: "
                                 "it did not run")
 
-        counts = [len(self.cases) + len(self.deselected), 0, len(self.deselected), 0]
+        counts = [len(self.deselected), 0, len(self.deselected), 0]
         for case in self.cases.values():
+            if case.outcome == "error":
+                # tcltest::test raised it: what tcltest counted (nothing,
+                # for a bad option)
+                counts = [n + change for n, change in zip(counts, case.change)]
+                continue
+            counts[0] += 1
             if case.outcome in ("passed", "skipped", "failed"):
                 counts[COUNTS.index(case.outcome.capitalize())] += 1
         summaries = [tuple(map(int, m.groups())) for m in SUMMARY.finditer(self.tcltest)]

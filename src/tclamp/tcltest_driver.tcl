@@ -18,11 +18,15 @@
 #   {"event":"case","name":..,"occurrence":..,"line":..}       (collect)
 #   {"event":"start","case":..,"name":..,"occurrence":..}      (run)
 #   {"event":"result","case":..,"name":..,"occurrence":..,"outcome":..,
-#    "reason":..,"constraints":..,"usec":..,"tcltest":..}         (run)
+#    "reason":..,"constraints":..,"usec":..,"tcltest":..,
+#    "change":..}   (run; change: what the case added to tcltest's Total
+#                    Passed Skipped Failed, e.g. "1 1 0 0")
 #   {"event":"deselected","case":..,"name":..,"occurrence":..} (run)
 #   {"event":"tcltest","text":..}   tcltest's output outside any case
 #   {"event":"exit","status":..,"case":..,"cleaned_up":..,"tcltest":..}
-#   {"event":"error","message":..,"errorinfo":..}   error outside any case
+#   {"event":"error","message":..,"errorinfo":..,"case":..}   an error that
+#                                   stopped the file; case: the name of the
+#                                   case whose test call raised it, or ""
 #   {"event":"cleanup"}             tcltest::cleanupTests was called
 #   {"event":"end"}                 the file was sourced to its end
 namespace eval ::tclamp_pytest {
@@ -45,6 +49,7 @@ namespace eval ::tclamp_pytest {
     variable selected      ;# "occurrence name" -> 1 for the cases to run
     array set selected {}
     variable cleaned_up 0  ;# tcltest::cleanupTests was called
+    variable raised ""     ;# the case whose test call last raised an error
 
     # What Python's json.dumps writes for the characters below U+0080
     variable json_escapes [list \\ \\\\ \" \\\" \b \\b \f \\f \n \\n \r \\r \t \\t]
@@ -225,10 +230,12 @@ proc ::tclamp_pytest::run_case {name description arguments} {
     variable selected
     variable case
     variable case_text
+    variable raised
     set original [list ::tcltest::TclampOriginalTest $name $description {*}$arguments]
     if {$depth > 0} {
         tailcall {*}$original
     }
+    set raised ""
     set index [incr cases]
     set occurrence [incr calls($name)]
     if {![info exists selected([list $occurrence [json_text $name]])]} {
@@ -236,6 +243,9 @@ proc ::tclamp_pytest::run_case {name description arguments} {
         tcltest::configure -skip *
         try {
             uplevel 1 $original
+        } on error {message options} {
+            set raised $name
+            return -options $options $message
         } finally {
             tcltest::configure -skip $skip
         }
@@ -262,8 +272,12 @@ proc ::tclamp_pytest::run_case {name description arguments} {
         lappend change [expr {$::tcltest::numTests($count) - $counts($count)}]
     }
     if {$code == 1} {
+        # tcltest::test itself failed (a bad option, say): its errorInfo,
+        # less this driver's frames
         set outcome error
-        set reason [dict get $options -errorinfo]
+        set raised $name
+        regsub {\n    while executing\n"::tcltest::TclampOriginalTest .*$} \
+            [dict get $options -errorinfo] {} reason
     } else {
         switch -- $change {
             {1 1 0 0} { set outcome passed }
@@ -285,7 +299,7 @@ proc ::tclamp_pytest::run_case {name description arguments} {
     }
     record event result case $index name $name occurrence $occurrence \
         outcome $outcome reason $reason usec $usec tcltest $case_text \
-        constraints [declared_constraints $arguments]
+        constraints [declared_constraints $arguments] change $change
     return -options $options $message
 }
 
@@ -325,8 +339,17 @@ if {$::tclamp_pytest::code ni {0 2}} {
         regsub {\n    invoked from within\n"source \$::tclamp_pytest::file"$} \
             $::tclamp_pytest::errorinfo {} ::tclamp_pytest::errorinfo
     }
+    # An error that a case's test call raised names that case, and reads
+    # as tclsh's would, without this driver's frames.
+    if {$::tclamp_pytest::raised ne "" && [string first "\n\"::tclamp_pytest::run_case " \
+            $::tclamp_pytest::errorinfo] >= 0} {
+        regsub {\n    while executing\n"::tcltest::TclampOriginalTest .*?\n    invoked from within\n"::tclamp_pytest::run_case .*?"\n    invoked from within\n} \
+            $::tclamp_pytest::errorinfo "\n    while executing\n" ::tclamp_pytest::errorinfo
+    } else {
+        set ::tclamp_pytest::raised ""
+    }
     ::tclamp_pytest::record event error message $::tclamp_pytest::message \
-        errorinfo $::tclamp_pytest::errorinfo
+        errorinfo $::tclamp_pytest::errorinfo case $::tclamp_pytest::raised
     ::tclamp_pytest::real_exit 1
 }
 ::tclamp_pytest::record event end
