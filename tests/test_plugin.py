@@ -426,6 +426,29 @@ def test_a_test_call_that_raises_an_error_is_named_as_tclsh_names_it(tmp_path):
         "(0 skipped as not selected)\n")
 
 
+def test_an_exit_that_tcl_refuses_is_an_error_in_the_case(tmp_path):
+    # `exit foo` raises "expected integer" and tclsh goes on, so the case
+    # fails with tcltest's report and the file ends as usual.
+    (tmp_path / "exit_foo.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test bad-exit {} -body {exit foo} -result {}\n"
+        "test after {} -body {puts {after runs}} -result {}\n"
+        "cleanupTests\n")
+    _, alone = tclsh_cases(tmp_path, "exit_foo.test")
+    assert "exit_foo.test:\tTotal\t2\tPassed\t1\tSkipped\t0\tFailed\t1" in alone.stdout
+    r = run_pytest(tmp_path, "-rA", "exit_foo.test")
+    assert outcomes(r) == {"failed": 1, "passed": 1}
+    assert section(r.stdout, "exit_foo.test: bad-exit") == (
+        "==== bad-exit  FAILED\n==== Contents of test case:\nexit foo\n"
+        "---- Test generated error; Return code was: 1\n"
+        "---- Return code should have been one of: 0 2\n"
+        '---- errorInfo: expected integer but got "foo"\n'
+        '    while executing\n"exit foo"\n    ("uplevel" body line 1)\n'
+        '    invoked from within\n"uplevel 1 $script"\n'
+        "---- errorCode: TCL VALUE INTEGER\n==== bad-exit FAILED\n")
+    assert section(r.stdout, "exit_foo.test: after") == "[stdout]\nafter runs\n"
+
+
 def test_count_disagreeing_with_tcltest_fails_the_file(tmp_path):
     copy_cases(tmp_path, "miscount.test")
     r = run_pytest(tmp_path, "-rA", "miscount.test")

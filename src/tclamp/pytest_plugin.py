@@ -269,7 +269,8 @@ class DriverRun:
             elif event == "exit":
                 self.exit = record
                 if record["case"]:
-                    by_index[int(record["case"])].tcltest = record["tcltest"]
+                    case = by_index[int(record["case"])]
+                    case.tcltest, record["case_name"] = record["tcltest"], case.name
             elif event == "error":
                 self.error = record
             elif event == "end":
@@ -323,7 +324,7 @@ class DriverRun:
             problems.append(f"error outside any test case: {self.error['message']}\n"
                             + self.error["errorinfo"])
         if self.exit and self.exit["case"]:
-            problems.append(f"case {unfinished[0]} called exit {self.exit['status']}")
+            problems.append(f"case {self.exit['case_name']} called exit {self.exit['status']}")
         elif self.exit and self.exit["cleaned_up"] != "1":
             problems.append(f"the file called exit {self.exit['status']} "
                             "before tcltest::cleanupTests")

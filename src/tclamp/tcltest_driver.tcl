@@ -174,6 +174,12 @@ proc ::tcltest::cleanupTests {args} {
 # Both modes: an exit is recorded (with the case it happened in), then done.
 rename ::exit ::tclamp_pytest::real_exit
 proc ::exit {{status 0}} {
+    if {![string is integer -strict $status]} {
+        # exit refuses it (expected integer but got ...) and the file goes
+        # on, as under `tclsh FILE`: no exit to record
+        catch {::tclamp_pytest::real_exit $status} message options
+        return -code error -errorcode [dict get $options -errorcode] $message
+    }
     namespace upvar ::tclamp_pytest case case case_text text cleaned_up cleaned_up
     set running $case
     if {$running ne ""} {
