@@ -168,6 +168,32 @@ def test_output_reaches_the_terminal_with_s(tmp_path):
     assert "to stdout from talks\n" in r.stdout and r.stderr == "to stderr from talks\n"
 
 
+TOP_LEVEL_TALKS = """package require tcltest
+namespace import tcltest::*
+puts "top-level: starting"
+puts stderr "top-level: a warning"
+test a {} -body {puts "in a"} -result {}
+puts "between a and b"
+test b {} -body {expr 1} -result 1
+puts "top-level: done"
+cleanupTests
+"""
+
+
+def test_output_outside_any_case_is_shown(tmp_path):
+    # `tclsh FILE` prints what the file's top-level code writes; so must pytest
+    (tmp_path / "talks.test").write_text(TOP_LEVEL_TALKS)
+    r = run_pytest(tmp_path, "-s", "-q", "talks.test")
+    assert outcomes(r) == {"passed": 2}
+    assert r.stdout.startswith("in a\n..top-level: starting\nbetween a and b\n"
+                               "top-level: done\n")
+    assert r.stderr == "top-level: a warning\n"
+    r = run_pytest(tmp_path, "-rA", "talks.test")
+    assert re.search(r"^-+ Captured stdout teardown -+\n"
+                     r"top-level: starting\nbetween a and b\ntop-level: done\n"
+                     r"-+ Captured stderr teardown -+\ntop-level: a warning\n", r.stdout, re.M)
+
+
 def test_a_process_left_running_does_not_hold_up_the_run(tmp_path):
     # Its helper holds tclsh's stdout and stderr open for two minutes after
     # tclsh ends; pytest must end with tclsh, as `tclsh FILE` does.

@@ -427,8 +427,12 @@ class TclTestFile(pytest.File):
         if run is None:
             return
         problems = run.problems(self.collected_cases)
-        if problems:
+        if problems:  # they show what the file wrote outside its cases
             raise TclTestFailure("\n".join([f"{self.path.name}: {problems[0]}", *problems[1:]]))
+        # What the file wrote outside its cases (its top-level code, say),
+        # which `tclsh FILE` shows too: the output of this teardown.
+        sys.stdout.write(run.stdout)
+        sys.stderr.write(run.stderr)
 
 
 class TclTestCase(pytest.Item):
