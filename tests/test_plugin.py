@@ -244,6 +244,35 @@ def test_ctrl_c_on_a_hanging_case_names_it(tmp_path):
         os.kill(int((tmp_path / "hanging").read_text()), 0)
 
 
+def test_a_timeout_on_a_hanging_case_names_it(tmp_path):
+    # pytest-timeout's way, without it: pytest.fail from a signal handler,
+    # here once the case hangs
+    (tmp_path / "conftest.py").write_text(
+        "import os\nimport signal\nimport pytest\n\n"
+        "def timeout(*_):\n"
+        "    if not os.path.exists('hanging'):\n"
+        "        signal.setitimer(signal.ITIMER_REAL, 0.1)\n"
+        "        return\n"
+        "    pytest.fail('Timeout (>3s)')\n\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_runtest_setup(item):\n"
+        "    if item.name == 'quick':  # the file's tclsh runs in its set-up\n"
+        "        signal.signal(signal.SIGALRM, timeout)\n"
+        "        signal.setitimer(signal.ITIMER_REAL, 0.1)\n")
+    (tmp_path / "hang.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test quick {} -body {expr 1} -result 1\n"
+        "test hangs {} -body {expr 1} -cleanup {\n"
+        "    close [open hanging w]\n"
+        "    vwait forever\n"
+        "} -result 1\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "-rA", "hang.test")
+    assert outcomes(r) == {"errors": 2}
+    assert section(r.stdout, "ERROR at setup of hang.test: quick") == (
+        "Timeout (>3s)\nhang.test: interrupted while tclsh ran case hangs\n")
+
+
 def test_unmet_constraint_is_a_skip_naming_it(shapes):
     _, result = shapes
     line = 1 + (CASES / "shapes.test").read_text().splitlines().index(

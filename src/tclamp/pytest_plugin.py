@@ -233,6 +233,11 @@ class DriverRun:
                 except KeyboardInterrupt:
                     # Ctrl-C on a file that hangs: say where (tclsh is gone)
                     raise KeyboardInterrupt(interrupted(mode, path, records)) from None
+                except pytest.fail.Exception as failed:
+                    # a timeout's pytest.fail (pytest-timeout): the same
+                    raise pytest.fail.Exception(
+                        f"{failed.msg}\n{interrupted(mode, path, records)}",
+                        pytrace=False) from None
             # newlines as subprocess's text mode gave them
             output = [(scratch / name).read_text(encoding="utf-8", errors="tclamp-tcl-output")
                       for name in ("stdout", "stderr")]
