@@ -39,8 +39,8 @@ def outcomes(result):
     """pytest's closing line as {word: count}, e.g. {"failed": 4, "passed": 6}."""
     last = result.stdout.strip().splitlines()[-1]
     return {("errors" if word.startswith("error") else word): int(count)
-            for count, word in re.findall(r"(\d+) (passed|failed|skipped|deselected|errors?)\b",
-                                          last)}
+            for count, word in re.findall(
+                r"(\d+) (passed|failed|skipped|deselected|xfailed|errors?)\b", last)}
 
 
 def junit_cases(path):
@@ -334,6 +334,27 @@ def test_k_runs_only_the_selected_cases(tmp_path):
     r = run_pytest(tmp_path, "-k", "creates", "shapes.test")
     assert outcomes(r) == {"passed": 1, "deselected": 10}
     assert (tmp_path / "body-ran.txt").exists()
+
+
+def test_a_case_that_marks_keep_from_running_does_not_run(tmp_path):
+    # A conftest that skips cases by pytest's marks: their bodies must not
+    # run in the file's tclsh either (creates-file leaves body-ran.txt).
+    copy_cases(tmp_path, "shapes.test")
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n"
+        "def pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n"
+        "        if item.name == 'creates-file':\n"
+        "            item.add_marker(pytest.mark.skip(reason='not in CI'))\n"
+        "        if item.name == 'waits':\n"
+        "            item.add_marker(pytest.mark.skipif(True, reason='too slow'))\n"
+        "        if item.name == 'talks':\n"
+        "            item.add_marker(pytest.mark.xfail(run=False, reason='noisy'))\n")
+    r = run_pytest(tmp_path, "-rA", "shapes.test")
+    assert outcomes(r) == {"failed": 4, "passed": 3, "skipped": 3, "xfailed": 1}, r.stdout
+    assert not (tmp_path / "body-ran.txt").exists()
+    assert "to stdout from talks" not in r.stdout
+    assert "ERROR" not in r.stdout   # tcltest skipped them too: the counts agree
 
 
 def test_last_failed_reruns_exactly_the_failures(tmp_path):

@@ -120,6 +120,23 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = (str(item.path), item.line, report.longrepr[2])
 
 
+def marked_not_to_run(item):
+    """Whether pytest's marks keep the item from running (skip, a true
+    skipif, xfail with run=False), as pytest decides when it sets the item
+    up: its case must not run in the file's tclsh either."""
+    try:
+        from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
+    except ImportError:  # another pytest: plain skip marks at least
+        return any(True for _ in item.iter_markers("skip"))
+    try:
+        if evaluate_skip_marks(item) is not None:
+            return True
+        xfailed = evaluate_xfail_marks(item)
+    except (Exception, pytest.fail.Exception):  # a bad condition: pytest fails the item
+        return True
+    return bool(xfailed and not xfailed.run and not item.config.option.runxfail)
+
+
 class TclTestFailure(Exception):
     """A case or a whole tcltest file failed; the message says how."""
 
@@ -418,7 +435,8 @@ class TclTestFile(pytest.File):
         # own (node ids given as a.test::x b.test::y a.test::z): its cases
         # that the first tclsh ran keep their results, and run no more.
         selected = [(item.tcl_name, item.occurrence) for item in self.session.items
-                    if item.parent is self and (item.tcl_name, item.occurrence) not in self.ran]
+                    if item.parent is self and (item.tcl_name, item.occurrence) not in self.ran
+                    and not marked_not_to_run(item)]
         if not selected:
             return
         try:
