@@ -64,8 +64,9 @@ declare -A ROOTS=([trixie]=$trixie_root [sid]=$sid_root)
 #   torch 2.4: every torch:: command (the tcltest files), the examples and
 #     the ATen path (its functions and exit order are that torch's own);
 #   Tcl 9.0: hosts, text and its UTF-8 writer, the py command, how words
-#     are read (test_properties), sizes, the prompt, set-up, and the
-#     tcltest files of the bridge and autocast;
+#     are read (test_properties), sizes, the prompt, set-up, the pytest
+#     plugin's tcltest driver, and the tcltest files of the bridge and
+#     autocast;
 #   Python 3.14, 3.15 (sid's Tcl 8.6.18 and 9.0.4, torch 2.15): start-up, the
 #     Python face, threads, exit, hosts, interpreters, the private names of
 #     CPython, the bridge's and autocast's tcltest files; 3.14 on Tcl 9.0
@@ -79,7 +80,7 @@ declare -A SLICES=(
     [py3.12]="tests/test_aten_path.py tests/test_hosts.py tests/test_exit.py tests/test_lifetimes.py tests/test_handles_and_values.py tests/test_ddp.py"
     [py3.13]="tests/test_threads.py tests/test_hosts.py tests/test_interps.py tests/test_exit.py tests/test_gc_attack_children.py tests/lifecycle.test"
     [torch2.4]="tests/*.test tests/test_aten_path.py tests/test_aten_attack.py tests/test_examples.py tests/test_python_face.py tests/test_scope_python.py"
-    [tcl9.0]="tests/test_list_conversion.py tests/test_properties.py tests/test_speed_semantics.py tests/test_aten_path.py tests/test_aten_attack.py tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
+    [tcl9.0]="tests/test_list_conversion.py tests/test_properties.py tests/test_speed_semantics.py tests/test_aten_path.py tests/test_aten_attack.py tests/test_hosts.py tests/test_prompt.py tests/test_python_face.py tests/test_lifetimes.py tests/test_text_conversion.py tests/test_py_command.py tests/test_setup.py tests/test_startup.py tests/test_plugin.py tests/autocast.test tests/bridge.test tests/scoped.test tests/lifecycle.test tests/cache.test"
     [wheel]="tools/wheel-check.sh (no pytest)"
     [py3.14]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_gc_attack_children.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
     [py3.15]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
