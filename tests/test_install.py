@@ -272,7 +272,36 @@ def test_an_index_for_paths_with_a_newline_is_valid_tcl(tmp_path):
         VERSION, f"the package is the Python one in {package}, and Python starts from {python}",
         package, python))
     r = run_tclsh(f"set dir {tmp_path}\nsource {index}\n"
-                  f"foreach word [lrange [package ifneeded tclamp {VERSION}] end-2 end] {{\n"
+                  f"foreach word [lrange [package ifneeded tclamp {VERSION}] end-3 end-1] {{\n"
                   "    puts [string map {\\n <newline>} $word]\n}\n", tmp_path)
     assert (r.stdout, r.stderr) == ("/x/nl<newline>venv/site-packages/tclamp\n"
                                     f"{VERSION}\n/x/nl<newline>venv/bin/python\n", "")
+
+
+def test_an_index_whose_package_is_gone_says_which_index_and_what_to_do(tmp_path):
+    index_dir = tmp_path / "tcltk" / "tclamp"
+    index_dir.mkdir(parents=True)
+    gone = tmp_path / "venv" / "site-packages" / "tclamp"
+    (index_dir / "pkgIndex.tcl").write_text(pkgindex.index_text(
+        VERSION, "a test", gone, str(tmp_path / "venv" / "bin" / "python")))
+    r = run_tclsh(f"set auto_path [list {index_dir.parent}]\n"
+                  "catch {package require tclamp} m o\nputs $m\nputs [dict get $o -errorcode]\n",
+                  tmp_path)
+    assert (r.stdout, r.stderr) == (
+        f"tclamp: no Python package in {gone} any more, which the index in {index_dir} names: "
+        f"install tclamp again and run its `tclamp install-tcl {index_dir}`, or remove tclamp "
+        f"from Tcl: rm -r {index_dir}\nTCLAMP NOT_INSTALLED\n", "")
+
+
+def test_an_index_of_another_version_says_which_index_to_write_again(tmp_path):
+    index_dir = tmp_path / "tcltk" / "tclamp"
+    index_dir.mkdir(parents=True)
+    package = ROOT / "src" / "tclamp"
+    (index_dir / "pkgIndex.tcl").write_text(pkgindex.index_text("0.0.1", "a test", package, ""))
+    r = run_tclsh(f"set auto_path [list {index_dir.parent}]\n"
+                  "catch {package require tclamp} m o\nputs $m\nputs [dict get $o -errorcode]\n",
+                  tmp_path)
+    assert (r.stdout, r.stderr) == (
+        f"tclamp: the index in {index_dir} declares tclamp 0.0.1, but the package in {package} "
+        f"is {VERSION}: write the index again with that package's "
+        f"`tclamp install-tcl {index_dir}`\nTCLAMP VERSION\n", "")

@@ -1,7 +1,8 @@
 # tclamp: loads the bridge beside this file into the interpreter that asked.
 # A package index (written from pkgindex.py) sources this on `package
 # require tclamp`, with `dir` (this directory), `python` (the Python its
-# writer chose, or empty) and `version` (the version it declared) set.
+# writer chose, or empty), `version` (the version it declared) and `index`
+# (the index's own directory) set.
 #
 # The bridge starts Python from $env(TCLAMP_PYTHON), else ::tclamp::python.
 # A started Python cannot be swapped, and a wrong one can take the process
@@ -57,8 +58,9 @@ if {[info exists ::env(TCLAMP_PYTHON)] && $::env(TCLAMP_PYTHON) ne ""} {
 
 load $loader Tclampload
 if {$::tclamp::version ne $version} {
-    throw {TCLAMP VERSION} "tclamp: the Tcl index declares $version but the package\
-        in $dir is $::tclamp::version (run: tclamp install-tcl)"
+    throw {TCLAMP VERSION} "tclamp: the index in $index declares tclamp $version, but\
+        the package in $dir is $::tclamp::version: write the index again with that\
+        package's `tclamp install-tcl $index`"
 }
 # Unless the process has a Python's symbols in view already (a Python host,
 # or an earlier load: the loader gives its version), the chosen Python is

@@ -16,13 +16,14 @@ from pathlib import Path
 TEMPLATE = """\
 # tclamp %(version)s: %(about)s
 # Scanning only declares the package; `package require tclamp` loads it.
-package ifneeded tclamp %(version)s [list apply {{dir version python} {
+package ifneeded tclamp %(version)s [list apply {{dir version python index} {
     if {![file exists [file join $dir load.tcl]]} {
-        throw {TCLAMP NOT_INSTALLED} "tclamp: no Python package in $dir any more\\
-            (install tclamp again, then run: tclamp install-tcl)"
+        throw {TCLAMP NOT_INSTALLED} "tclamp: no Python package in $dir any more,\\
+            which the index in $index names: install tclamp again and run its\\
+            `tclamp install-tcl $index`, or remove tclamp from Tcl: rm -r $index"
     }
     source [file join $dir load.tcl]
-}} %(package)s %(version)s %(python)s]
+}} %(package)s %(version)s %(python)s [file normalize $dir]]
 """
 
 # The package directory as the index finds it at scan time.
