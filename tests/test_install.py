@@ -135,6 +135,11 @@ def test_pip_install_then_tcl_dir_or_install_tcl(torch_env, tmp_path):
                     "puts [list [package versions tclamp] [namespace exists ::tclamp] "
                     "[info loaded]]\n", tmp_path)
     assert r.stdout == f"{VERSION} 0 {{}}\n"
+    # The documented undoing: the index, and the directories install-tcl made.
+    r = subprocess.run([tclamp_command, "uninstall-tcl", target], check=True,
+                       capture_output=True, text=True, env=users_env())
+    assert r.stdout == f"removed {target / 'pkgIndex.tcl'}, {target}, {target.parent}\n"
+    assert not (tmp_path / "lib").exists()
 
 
 @needs_index
@@ -276,6 +281,63 @@ def test_an_index_for_paths_with_a_newline_is_valid_tcl(tmp_path):
                   "    puts [string map {\\n <newline>} $word]\n}\n", tmp_path)
     assert (r.stdout, r.stderr) == ("/x/nl<newline>venv/site-packages/tclamp\n"
                                     f"{VERSION}\n/x/nl<newline>venv/bin/python\n", "")
+
+
+def install_tcl_outside_a_checkout(*words, cwd=None):
+    """`python -m tclamp install-tcl ...` as a pip-installed tclamp runs it
+    (this checkout's own refuses, as test_install_tcl_refuses_... shows)."""
+    program = ("import sys\nfrom tclamp import cli\ncli.checkout = lambda: None\n"
+               "sys.exit(cli.main(sys.argv[1:]))\n")
+    return subprocess.run([sys.executable, "-c", program, *map(str, words)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def test_install_tcl_leaves_another_packages_index_alone(tmp_path):
+    other = tmp_path / "tcllib"
+    other.mkdir()
+    (other / "pkgIndex.tcl").write_text("package ifneeded foo 1.0 {}\n")
+    r = install_tcl_outside_a_checkout("install-tcl", other)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (f"tclamp install-tcl: {other / 'pkgIndex.tcl'} is another package's "
+                        "index, which this would overwrite: name a directory of tclamp's own, "
+                        f"such as {other / 'tclamp'}\n")
+    assert (other / "pkgIndex.tcl").read_text() == "package ifneeded foo 1.0 {}\n"
+    r = install_tcl_outside_a_checkout("uninstall-tcl", other)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (f"tclamp uninstall-tcl: {other / 'pkgIndex.tcl'} is another package's "
+                        "index, not one tclamp install-tcl wrote: left as it is\n")
+    assert os.listdir(other) == ["pkgIndex.tcl"]
+    r = install_tcl_outside_a_checkout("install-tcl", other / "pkgIndex.tcl")
+    assert (r.returncode, r.stderr) == (1, f"tclamp install-tcl: {other / 'pkgIndex.tcl'} is "
+                                           "a file, not a directory\n")
+
+
+def test_uninstall_tcl_removes_what_install_tcl_wrote_and_made(tmp_path):
+    (tmp_path / "lib").mkdir()
+    target = tmp_path / "lib" / "tcltk" / "tclamp"
+    for _ in range(2):      # the second one, over the first, keeps what the first made
+        r = install_tcl_outside_a_checkout("install-tcl", target)
+        assert (r.returncode, r.stderr) == (0, "")
+    assert os.listdir(target) == ["pkgIndex.tcl"]
+    r = install_tcl_outside_a_checkout("uninstall-tcl", target)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == f"removed {target / 'pkgIndex.tcl'}, {target}, {target.parent}\n"
+    assert os.listdir(tmp_path / "lib") == []
+    r = install_tcl_outside_a_checkout("uninstall-tcl", target)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (f"tclamp uninstall-tcl: no pkgIndex.tcl in {target}: name the "
+                        "directory that tclamp install-tcl wrote to\n")
+    r = install_tcl_outside_a_checkout("uninstall-tcl", "a", "b")
+    assert (r.returncode, r.stderr) == (1, "usage: tclamp uninstall-tcl [dir]\n")
+
+
+def test_uninstall_tcl_keeps_a_directory_that_holds_more(tmp_path):
+    target = tmp_path / "tcltk" / "tclamp"
+    assert install_tcl_outside_a_checkout("install-tcl", target).returncode == 0
+    (tmp_path / "tcltk" / "other").mkdir()
+    r = install_tcl_outside_a_checkout("uninstall-tcl", target)
+    assert r.stdout == f"removed {target / 'pkgIndex.tcl'}, {target}\n"
+    assert os.listdir(tmp_path / "tcltk") == ["other"]
 
 
 def test_an_index_whose_package_is_gone_says_which_index_and_what_to_do(tmp_path):

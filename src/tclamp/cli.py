@@ -5,11 +5,13 @@
     tclamp --version                              print tclamp's version
     tclamp --tcl-dir                              print the Tcl package directory
     tclamp install-tcl [dir]                      write a Tcl package index
+    tclamp uninstall-tcl [dir]                    remove what install-tcl wrote
 
-`install-tcl` as the first word is the install step.  A script of that name
-runs as `tclamp ./install-tcl` or `tclamp -- install-tcl`.
+`install-tcl` or `uninstall-tcl` as the first word is that step.  A script
+of that name runs as `tclamp ./install-tcl` or `tclamp -- install-tcl`.
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -44,16 +46,77 @@ def install_tcl(directory):
             "environment outside it and run its tclamp install-tcl, or use "
             f"TCLLIBPATH={tcl_dir()}")
     index = Path(directory).absolute() / "pkgIndex.tcl"
+    if index.parent.exists() and not index.parent.is_dir():
+        raise SystemExit(f"tclamp install-tcl: {index.parent} is a file, not a directory")
+    if not ours(index):
+        raise SystemExit(
+            f"tclamp install-tcl: {index} is another package's index, which this would "
+            f"overwrite: name a directory of tclamp's own, such as {index.parent / 'tclamp'}")
+    # The directories this makes (or an earlier install-tcl made), for
+    # uninstall-tcl to remove again.
+    made = [str(d) for d in [index.parent, *index.parent.parents] if not d.exists()]
+    made += [d for d in made_by_install(index) if d not in made]
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
         index.write_text(pkgindex.index_text(
             __version__, f"written by `tclamp install-tcl` for any tclsh; the package is "
             f"the Python one in {PACKAGE_DIR}, and Python starts from {sys.executable}",
-            PACKAGE_DIR, sys.executable))
+            PACKAGE_DIR, sys.executable) + MADE + json.dumps(made) + "\n")
     except OSError as error:
         raise SystemExit(f"tclamp install-tcl: {error}") from None
     print(f"wrote {index}: `package require tclamp` works in a tclsh whose auto_path "
           f"has {index.parent.parent} (or {index.parent})")
+    return 0
+
+
+MADE = "# made by install-tcl: "
+
+
+def ours(index):
+    """Whether `index` is missing or one of tclamp's (its first line says so)."""
+    try:
+        with open(index, "rb") as file:
+            return file.readline().startswith(b"# tclamp ")
+    except OSError:
+        return True         # missing, or unreadable: writing it says why
+
+
+def made_by_install(index):
+    """The directories that the install-tcl which wrote `index` made."""
+    try:
+        for line in index.read_text(errors="replace").splitlines():
+            if line.startswith(MADE):
+                return json.loads(line[len(MADE):])
+    except (OSError, ValueError):
+        pass
+    return []
+
+
+def uninstall_tcl(directory):
+    """Removes the index install-tcl wrote to directory, then the directories
+    it made for it, each only if nothing else is in it."""
+    index = Path(directory).absolute() / "pkgIndex.tcl"
+    if not index.is_file():
+        raise SystemExit(f"tclamp uninstall-tcl: no pkgIndex.tcl in {index.parent}: "
+                         "name the directory that tclamp install-tcl wrote to")
+    if not ours(index):
+        raise SystemExit(f"tclamp uninstall-tcl: {index} is another package's index, "
+                         "not one tclamp install-tcl wrote: left as it is")
+    # Its own directory (the documented ones are named tclamp) and those
+    # made for it, deepest first.
+    places = [Path(d) for d in made_by_install(index)]
+    if index.parent.name == "tclamp" and index.parent not in places:
+        places.insert(0, index.parent)
+    try:
+        index.unlink()
+        removed = [str(index)]
+        for place in places:
+            if place.is_dir() and not any(place.iterdir()):
+                place.rmdir()
+                removed.append(str(place))
+    except OSError as error:
+        raise SystemExit(f"tclamp uninstall-tcl: {error}") from None
+    print("removed " + ", ".join(removed))
     return 0
 
 
@@ -78,14 +141,20 @@ def main(argv=None):
         if len(argv) > 2:
             raise SystemExit("usage: tclamp install-tcl [dir]")
         return install_tcl(argv[1] if len(argv) == 2 else DEFAULT_INSTALL_DIR)
+    if argv[:1] == ["uninstall-tcl"]:
+        if len(argv) > 2:
+            raise SystemExit("usage: tclamp uninstall-tcl [dir]")
+        return uninstall_tcl(argv[1] if len(argv) == 2 else DEFAULT_INSTALL_DIR)
     parser = argparse.ArgumentParser(
         prog="tclamp", formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="%(prog)s [--traceback] [-encoding name] [script.tcl [arg ...]]\n"
               "       %(prog)s --version | --tcl-dir\n"
-              "       %(prog)s install-tcl [dir]",
+              "       %(prog)s install-tcl [dir]\n"
+              "       %(prog)s uninstall-tcl [dir]",
         description="Tcl with tclamp loaded: the interactive prompt, or a script.",
         epilog=f"install-tcl writes a pkgIndex.tcl for this tclamp to dir (default "
-               f"{DEFAULT_INSTALL_DIR}).\nA script named install-tcl runs as "
+               f"{DEFAULT_INSTALL_DIR});\nuninstall-tcl removes it, and the directories "
+               "install-tcl made for it.\nA script named install-tcl runs as "
                "`tclamp ./install-tcl` or `tclamp -- install-tcl`.")
     parser.add_argument("--version", action="version", version=f"tclamp {__version__}")
     parser.add_argument("--tcl-dir", action="store_true",
