@@ -217,6 +217,37 @@ def test_tclamp_python_of_another_version_is_named(tclsh):
         "TCLAMP PYTHON_START", "", "alive"]
 
 
+def test_tclamp_python_that_is_python_2_is_named_with_its_version(tclsh):
+    found = glob.glob(os.path.expanduser("~/.pyenv/versions/2.*/bin/python2.[0-9]"))
+    found += filter(None, [shutil.which("python2.7")])
+    if not found:
+        pytest.skip("no Python 2 on this machine")
+    version = subprocess.run([found[0], "-c", "import sys; print(sys.version.split()[0])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    built = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    r = tclsh(CHECK, TCLAMP_PYTHON=found[0])
+    assert r.stdout.splitlines() == [
+        "1", f"tclamp: the Python at {found[0]} is {version}, but this tclamp was built for "
+             f"Python {built}: set TCLAMP_PYTHON to a Python {built} that has torch, or "
+             "install tclamp into the Python you want",
+        "TCLAMP PYTHON_START", "", "alive"]
+
+
+def test_tclamp_python_whose_probe_fails_says_the_traceback_error(tclsh, tmp_path):
+    """A Python that fails (its site broken, say): the traceback's last line,
+    the error, rather than its first, which says nothing."""
+    broken = tmp_path / "broken"
+    broken.write_text("#!/bin/sh\necho 'Traceback (most recent call last):'\n"
+                      "echo '  File \"<string>\", line 3, in <module>'\n"
+                      "echo \"ModuleNotFoundError: No module named 'sysconfig'\" >&2\nexit 1\n")
+    broken.chmod(0o755)
+    r = tclsh(CHECK, TCLAMP_PYTHON=str(broken))
+    assert r.stdout.splitlines() == [
+        "1", f'tclamp: cannot start Python: "{broken}" is not a Python interpreter '
+             "(ModuleNotFoundError: No module named 'sysconfig')",
+        "TCLAMP PYTHON_START", "", "alive"]
+
+
 def test_tclamp_python_that_is_no_python(tclsh, tmp_path):
     talker = tmp_path / "talker"
     talker.write_text("#!/bin/sh\necho 'hello from a shell script'\n")

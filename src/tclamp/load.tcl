@@ -86,10 +86,13 @@ if {$running ne ""} {
             "tclamp: cannot start Python: \"$python\" is not an executable file"
     }
     # About 10 ms: the Python's ABI (a free-threaded build's bridges are
-    # cpython-314t) and version, whether it finds torch (without importing
-    # it) on the path the bridge will give it, whether its GIL is on (with
-    # the environment the bridge will give it), and its libpython.
-    set probe {import sys, os, sysconfig, importlib.util
+    # cpython-314t) and version (all a Python 2 gives, in the same line),
+    # whether it finds torch (without importing it) on the path the bridge
+    # will give it, whether its GIL is on (with the environment the bridge
+    # will give it), and its libpython.
+    set probe {import sys
+if sys.version_info < (3, 4): print("tclamp-probe cpython-%d%d %s False gil -" % (sys.version_info[:2] + (sys.version.split()[0],))); sys.exit()
+import os, sysconfig, importlib.util
 if sys.path and sys.path[0] == "": del sys.path[0]
 v = lambda name: sysconfig.get_config_var(name) or ""
 name = v("INSTSONAME") or v("LDLIBRARY")
@@ -101,7 +104,12 @@ print("tclamp-probe", sys.implementation.cache_tag + ("t" if v("Py_GIL_DISABLED"
       "gil" if getattr(sys, "_is_gil_enabled", lambda: True)() else "nogil", lib)}
     if {[catch {exec -- $python -c $probe << {} 2>@1} said]
             || ![regexp -line {^tclamp-probe (\S+) (\S+) (True|False) (gil|nogil) (.*)$} $said -> tag found torch gil libpython]} {
-        set said [string range [lindex [split [string trim $said] \n] 0] 0 199]
+        # Its first line, or a Python traceback's last (the error itself;
+        # exec adds a line of its own after a failed program's output).
+        regsub {\nchild process exited abnormally$} [string trim $said] {} said
+        set lines [split $said \n]
+        set said [lindex $lines [expr {[string match Traceback* [lindex $lines 0]] ? "end" : 0}]]
+        set said [string range [string trim $said] 0 199]
         if {$said eq ""} {
             set said "it printed nothing"
         }
