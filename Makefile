@@ -94,7 +94,7 @@ $(TCL_RECORD): $(SETUP_STAMP)
 ifeq ($(wildcard src/tclamp/_bridge*.so),)
 $(BUILT_STAMP): FORCE
 endif
-$(BUILT_STAMP): $(SETUP_STAMP) $(TCL_RECORD) $(wildcard src/tclamp/*.c src/tclamp/*.h) src/tclamp/VERSION \
+$(BUILT_STAMP): $(SETUP_STAMP) $(TCL_RECORD) $(wildcard src/tclamp/*.c src/tclamp/*.h) src/tclamp/VERSION src/tclamp/pkgindex.py \
                 setup.py pyproject.toml
 	@echo "== building the bridge for Tcl $(TCL_VERSION), installing tclamp into $(VENV) (editable)"
 	TCL_CONFIG='$(TCL_CONFIG)' $(PY) -m pip install -q --disable-pip-version-check \

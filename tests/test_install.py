@@ -232,6 +232,16 @@ def test_another_torch_spec_sets_up_again(tmp_path):
 
 
 @needs_make
+def test_a_new_index_template_writes_the_index_beside_the_package_again():
+    """The build writes src/tclamp/pkgIndex.tcl from pkgindex.py's template:
+    a changed template builds again, else the checkout keeps the old index."""
+    stamp = ".venv/.tclamp-built"
+    if not (ROOT / stamp).exists() or make_question(stamp) != 0:
+        pytest.skip("the checkout's .venv is not set up and built")
+    assert make_question("-W", "src/tclamp/pkgindex.py", stamp) == 1
+
+
+@needs_make
 def test_setup_records_the_environment_for_the_checkout_index(tmp_path):
     venv = tmp_path / "venv"
     assert make_question("tcl/python-path", f"VENV={venv}") == 1
@@ -244,6 +254,14 @@ def test_tcl_dir_of_a_checkout_is_its_tcl_directory():
     r = subprocess.run([sys.executable, "-m", "tclamp", "--tcl-dir"], capture_output=True,
                        text=True, check=True)
     assert r.stdout == f"{ROOT / 'tcl'}\n"
+
+
+def test_tcl_dir_takes_no_script():
+    r = subprocess.run([sys.executable, "-m", "tclamp", "--tcl-dir", "script.tcl"],
+                       capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.endswith("\ntclamp: error: --tcl-dir prints a directory and runs nothing: "
+                             "it takes no script\n")
 
 
 def test_install_tcl_refuses_to_point_into_a_checkout(tmp_path):
@@ -304,9 +322,16 @@ def test_install_tcl_leaves_another_packages_index_alone(tmp_path):
     assert (other / "pkgIndex.tcl").read_text() == "package ifneeded foo 1.0 {}\n"
     r = install_tcl_outside_a_checkout("uninstall-tcl", other)
     assert (r.returncode, r.stdout) == (1, "")
-    assert r.stderr == (f"tclamp uninstall-tcl: {other / 'pkgIndex.tcl'} is another package's "
-                        "index, not one tclamp install-tcl wrote: left as it is\n")
+    assert r.stderr == (f"tclamp uninstall-tcl: {other / 'pkgIndex.tcl'} is not an index "
+                        "that tclamp install-tcl wrote: left as it is\n")
     assert os.listdir(other) == ["pkgIndex.tcl"]
+    # Nor the index beside the package, which `tclamp --tcl-dir` names.
+    beside = ROOT / "src" / "tclamp"
+    r = install_tcl_outside_a_checkout("uninstall-tcl", beside)
+    assert (r.returncode, r.stderr) == (1, f"tclamp uninstall-tcl: {beside / 'pkgIndex.tcl'} is "
+                                           "not an index that tclamp install-tcl wrote: left "
+                                           "as it is\n")
+    assert (beside / "pkgIndex.tcl").is_file()
     r = install_tcl_outside_a_checkout("install-tcl", other / "pkgIndex.tcl")
     assert (r.returncode, r.stderr) == (1, f"tclamp install-tcl: {other / 'pkgIndex.tcl'} is "
                                            "a file, not a directory\n")
