@@ -59,7 +59,7 @@ def install_tcl(directory):
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
         index.write_text(pkgindex.index_text(
-            __version__, f"written by `tclamp install-tcl` for any tclsh; the package is "
+            __version__, f"{WRITTEN} for any tclsh; the package is "
             f"the Python one in {PACKAGE_DIR}, and Python starts from {sys.executable}",
             PACKAGE_DIR, sys.executable) + MADE + json.dumps(made) + "\n")
     except OSError as error:
@@ -72,13 +72,22 @@ def install_tcl(directory):
 MADE = "# made by install-tcl: "
 
 
-def ours(index):
-    """Whether `index` is missing or one of tclamp's (its first line says so)."""
+WRITTEN = "written by `tclamp install-tcl`"
+
+
+def first_line(index):
+    """The first line of `index`, or None where it cannot be read."""
     try:
         with open(index, "rb") as file:
-            return file.readline().startswith(b"# tclamp ")
+            return file.readline().decode(errors="replace")
     except OSError:
-        return True         # missing, or unreadable: writing it says why
+        return None
+
+
+def ours(index):
+    """Whether `index` is missing or one of tclamp's (its first line says so)."""
+    line = first_line(index)
+    return line is None or line.startswith("# tclamp ")  # unreadable: writing says why
 
 
 def made_by_install(index):
@@ -99,9 +108,12 @@ def uninstall_tcl(directory):
     if not index.is_file():
         raise SystemExit(f"tclamp uninstall-tcl: no pkgIndex.tcl in {index.parent}: "
                          "name the directory that tclamp install-tcl wrote to")
-    if not ours(index):
-        raise SystemExit(f"tclamp uninstall-tcl: {index} is another package's index, "
-                         "not one tclamp install-tcl wrote: left as it is")
+    line = first_line(index) or ""
+    if not (line.startswith("# tclamp ") and WRITTEN in line):
+        # Another package's, or the one beside tclamp's package (pip
+        # uninstall removes that) or in a checkout.
+        raise SystemExit(f"tclamp uninstall-tcl: {index} is not an index that tclamp "
+                         "install-tcl wrote: left as it is")
     # Its own directory (the documented ones are named tclamp) and those
     # made for it, deepest first.
     places = [Path(d) for d in made_by_install(index)]
@@ -170,6 +182,8 @@ def main(argv=None):
     words, script_args = split_at_script(argv)
     options = parser.parse_args(words)
     if options.tcl_dir:
+        if options.script is not None or options.encoding is not None:
+            parser.error("--tcl-dir prints a directory and runs nothing: it takes no script")
         print(tcl_dir())
         return 0
     if options.encoding is not None and options.script is None:
