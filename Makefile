@@ -181,9 +181,11 @@ install-tcl: system-packages
 	    --no-build-isolation --no-deps .
 	$(INSTALL_VENV)/bin/tclamp install-tcl $(TCL_PKG_DIR)
 
-# Removes the index, and the environment if install-tcl made it (else
-# only tclamp from it).
+# Removes the index (with the directories install-tcl made for it), and the
+# environment if install-tcl made it (else only tclamp from it).
 uninstall-tcl:
+	if [ -x $(INSTALL_VENV)/bin/tclamp ] && [ -f $(TCL_PKG_DIR)/pkgIndex.tcl ]; then \
+	    $(INSTALL_VENV)/bin/tclamp uninstall-tcl $(TCL_PKG_DIR); fi
 	rm -rf $(TCL_PKG_DIR)
 	if [ -f $(INSTALL_VENV)/.made-by-tclamp ]; then rm -rf $(INSTALL_VENV); \
 	elif [ -x $(INSTALL_VENV)/bin/python ]; then \
