@@ -356,6 +356,21 @@ def test_uninstall_tcl_removes_what_install_tcl_wrote_and_made(tmp_path):
     assert (r.returncode, r.stderr) == (1, "usage: tclamp uninstall-tcl [dir]\n")
 
 
+def test_install_tcl_over_another_environments_index_says_so(tmp_path):
+    target = tmp_path / "tclamp"
+    target.mkdir()
+    (target / "pkgIndex.tcl").write_text(
+        "# tclamp 0.1.0: written by `tclamp install-tcl` for any tclsh; the package is the "
+        "Python one in /x/site-packages/tclamp, and Python starts from /x/bin/python\n")
+    wrote = (f"wrote {target / 'pkgIndex.tcl'}: `package require tclamp` works in a tclsh "
+             f"whose auto_path has {tmp_path} (or {target})")
+    r = install_tcl_outside_a_checkout("install-tcl", target)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == wrote + "; it replaces the index that started /x/bin/python\n"
+    r = install_tcl_outside_a_checkout("install-tcl", target)      # the same environment
+    assert (r.returncode, r.stdout, r.stderr) == (0, wrote + "\n", "")
+
+
 def test_uninstall_tcl_keeps_a_directory_that_holds_more(tmp_path):
     target = tmp_path / "tcltk" / "tclamp"
     assert install_tcl_outside_a_checkout("install-tcl", target).returncode == 0

@@ -56,6 +56,11 @@ def install_tcl(directory):
     # uninstall-tcl to remove again.
     made = [str(d) for d in [index.parent, *index.parent.parents] if not d.exists()]
     made += [d for d in made_by_install(index) if d not in made]
+    # An index another environment's install-tcl wrote names its Python last.
+    before = (first_line(index) or "").rstrip("\n").rpartition(", and Python starts from ")[2]
+    replaced = (f"; it replaces the index that started {before}"
+                if WRITTEN in (first_line(index) or "")
+                and before != sys.executable.replace("\n", "\\n") else "")
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
         index.write_text(pkgindex.index_text(
@@ -65,7 +70,7 @@ def install_tcl(directory):
     except OSError as error:
         raise SystemExit(f"tclamp install-tcl: {error}") from None
     print(f"wrote {index}: `package require tclamp` works in a tclsh whose auto_path "
-          f"has {index.parent.parent} (or {index.parent})")
+          f"has {index.parent.parent} (or {index.parent}){replaced}")
     return 0
 
 
@@ -166,7 +171,7 @@ def main(argv=None):
         description="Tcl with tclamp loaded: the interactive prompt, or a script.",
         epilog=f"install-tcl writes a pkgIndex.tcl for this tclamp to dir (default "
                f"{DEFAULT_INSTALL_DIR});\nuninstall-tcl removes it, and the directories "
-               "install-tcl made for it.\nA script named install-tcl runs as "
+               "install-tcl made for it.\nA script named install-tcl (or uninstall-tcl) runs as "
                "`tclamp ./install-tcl` or `tclamp -- install-tcl`.")
     parser.add_argument("--version", action="version", version=f"tclamp {__version__}")
     parser.add_argument("--tcl-dir", action="store_true",
