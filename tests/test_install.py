@@ -392,7 +392,7 @@ def test_an_index_whose_package_is_gone_says_which_index_and_what_to_do(tmp_path
     assert (r.stdout, r.stderr) == (
         f"tclamp: no Python package in {gone} any more, which the index in {index_dir} names: "
         f"install tclamp again and run its `tclamp install-tcl {index_dir}`, or remove tclamp "
-        f"from Tcl: rm -r {index_dir}\nTCLAMP NOT_INSTALLED\n", "")
+        f"from Tcl: rm {index_dir / 'pkgIndex.tcl'}\nTCLAMP NOT_INSTALLED\n", "")
 
 
 def test_an_index_of_another_version_says_which_index_to_write_again(tmp_path):

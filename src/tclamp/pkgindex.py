@@ -20,7 +20,8 @@ package ifneeded tclamp %(version)s [list apply {{dir version python index} {
     if {![file exists [file join $dir load.tcl]]} {
         throw {TCLAMP NOT_INSTALLED} "tclamp: no Python package in $dir any more,\\
             which the index in $index names: install tclamp again and run its\\
-            `tclamp install-tcl $index`, or remove tclamp from Tcl: rm -r $index"
+            `tclamp install-tcl $index`, or remove tclamp from Tcl: rm\\
+            [file join $index pkgIndex.tcl]"
     }
     source [file join $dir load.tcl]
 }} %(package)s %(version)s %(python)s [file normalize $dir]]
