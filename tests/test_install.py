@@ -380,30 +380,35 @@ def test_uninstall_tcl_keeps_a_directory_that_holds_more(tmp_path):
     assert os.listdir(tmp_path / "tcltk") == ["other"]
 
 
-def test_an_index_whose_package_is_gone_says_which_index_and_what_to_do(tmp_path):
+def require_through_index(tmp_path, version, package, python):
+    """`package require tclamp` in a tclsh whose auto_path has only an index
+    written from the template for `version`, `package` and `python`: the
+    index's directory, and what the tclsh printed (the error's message and
+    errorCode) to stdout and stderr."""
     index_dir = tmp_path / "tcltk" / "tclamp"
     index_dir.mkdir(parents=True)
-    gone = tmp_path / "venv" / "site-packages" / "tclamp"
-    (index_dir / "pkgIndex.tcl").write_text(pkgindex.index_text(
-        VERSION, "a test", gone, str(tmp_path / "venv" / "bin" / "python")))
+    (index_dir / "pkgIndex.tcl").write_text(
+        pkgindex.index_text(version, "a test", package, python))
     r = run_tclsh(f"set auto_path [list {index_dir.parent}]\n"
                   "catch {package require tclamp} m o\nputs $m\nputs [dict get $o -errorcode]\n",
                   tmp_path)
-    assert (r.stdout, r.stderr) == (
+    return index_dir, (r.stdout, r.stderr)
+
+
+def test_an_index_whose_package_is_gone_says_which_index_and_what_to_do(tmp_path):
+    gone = tmp_path / "venv" / "site-packages" / "tclamp"
+    index_dir, printed = require_through_index(tmp_path, VERSION, gone,
+                                               str(tmp_path / "venv" / "bin" / "python"))
+    assert printed == (
         f"tclamp: no Python package in {gone} any more, which the index in {index_dir} names: "
         f"install tclamp again and run its `tclamp install-tcl {index_dir}`, or remove tclamp "
         f"from Tcl: rm {index_dir / 'pkgIndex.tcl'}\nTCLAMP NOT_INSTALLED\n", "")
 
 
 def test_an_index_of_another_version_says_which_index_to_write_again(tmp_path):
-    index_dir = tmp_path / "tcltk" / "tclamp"
-    index_dir.mkdir(parents=True)
     package = ROOT / "src" / "tclamp"
-    (index_dir / "pkgIndex.tcl").write_text(pkgindex.index_text("0.0.1", "a test", package, ""))
-    r = run_tclsh(f"set auto_path [list {index_dir.parent}]\n"
-                  "catch {package require tclamp} m o\nputs $m\nputs [dict get $o -errorcode]\n",
-                  tmp_path)
-    assert (r.stdout, r.stderr) == (
+    index_dir, printed = require_through_index(tmp_path, "0.0.1", package, "")
+    assert printed == (
         f"tclamp: the index in {index_dir} declares tclamp 0.0.1, but the package in {package} "
         f"is {VERSION}: write the index again with that package's "
         f"`tclamp install-tcl {index_dir}`\nTCLAMP VERSION\n", "")
