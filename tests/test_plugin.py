@@ -696,6 +696,33 @@ def test_package_require_gets_the_tclamp_this_pytest_runs(tmp_path):
     assert outcomes(r) == {"passed": 3}, r.stdout
 
 
+def test_interpreters_a_file_creates_get_the_tclamp_this_pytest_runs(tmp_path):
+    # Another tclamp of the same version first on TCLLIBPATH: a child
+    # interpreter (which reads TCLLIBPATH when it is made, as a tclsh the
+    # file starts does), and one given the file's auto_path, find this
+    # pytest's first, as the file's own interpreter does; before, they
+    # loaded the other and failed.
+    version = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
+    other = tmp_path / "other" / "tclamp"
+    other.mkdir(parents=True)
+    (other / "pkgIndex.tcl").write_text(
+        f"package ifneeded tclamp {version} {{error {{the other tclamp}}}}\n")
+    (tmp_path / "child.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test child {} -setup {interp create child} -body {\n"
+        "    child eval {package require tclamp}\n"
+        "    child eval {torch::autocast_get_dtype cpu}\n"
+        "} -cleanup {interp delete child} -result bfloat16\n"
+        "test copied {} -setup {interp create child} -body {\n"
+        "    child eval [list set auto_path $::auto_path]\n"
+        "    child eval {package require tclamp}\n"
+        "    child eval {torch::autocast_get_dtype cpu}\n"
+        "} -cleanup {interp delete child} -result bfloat16\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "-rA", "child.test", env={"TCLLIBPATH": str(tmp_path / "other")})
+    assert outcomes(r) == {"passed": 2}, r.stdout
+
+
 def run_all_tcl(test_dir):
     """tests/all.tcl on the .test files of test_dir, with no environment."""
     return subprocess.run([TCLSH, str(ROOT / "tests" / "all.tcl"), "-testdir", str(test_dir)],

@@ -66,7 +66,13 @@ set argv {}
 set argc 0
 
 package require tcltest
-lappend auto_path [file dirname [file normalize [info script]]]
+# This tclamp's directory goes first on auto_path and on TCLLIBPATH, where
+# interpreters that the file creates (copying auto_path, or reading
+# TCLLIBPATH when made) and tclsh processes that it starts look: of one
+# version, the first found wins, so they load the bridge this one does.
+set auto_path [linsert $auto_path 0 [file dirname [file normalize [info script]]]]
+set ::env(TCLLIBPATH) [concat [list [file dirname [file normalize [info script]]]] \
+    [expr {[info exists ::env(TCLLIBPATH)] ? $::env(TCLLIBPATH) : ""}]]
 # `package require tclamp` gets the tclamp beside this driver, the one this
 # pytest runs, though another (a higher version, or one that TCLLIBPATH or
 # `tclamp install-tcl` put on auto_path) is there too: a declared version is
