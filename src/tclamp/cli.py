@@ -48,7 +48,8 @@ def install_tcl(directory):
     index = Path(directory).absolute() / "pkgIndex.tcl"
     if index.parent.exists() and not index.parent.is_dir():
         raise SystemExit(f"tclamp install-tcl: {index.parent} is a file, not a directory")
-    if not ours(index):
+    line = first_line(index)        # None: no index there (unreadable: writing says why)
+    if line is not None and not line.startswith(INDEX_START):
         raise SystemExit(
             f"tclamp install-tcl: {index} is another package's index, which this would "
             f"overwrite: name a directory of tclamp's own, such as {index.parent / 'tclamp'}")
@@ -57,15 +58,15 @@ def install_tcl(directory):
     made = [str(d) for d in [index.parent, *index.parent.parents] if not d.exists()]
     made += [d for d in made_by_install(index) if d not in made]
     # An index another environment's install-tcl wrote names its Python last.
-    before = (first_line(index) or "").rstrip("\n").rpartition(", and Python starts from ")[2]
+    before = (line or "").rstrip("\n").rpartition(PYTHON_STARTS)[2]
     replaced = (f"; it replaces the index that started {before}"
-                if WRITTEN in (first_line(index) or "")
+                if WRITTEN in (line or "")
                 and before != sys.executable.replace("\n", "\\n") else "")
     try:
         index.parent.mkdir(parents=True, exist_ok=True)
         index.write_text(pkgindex.index_text(
             __version__, f"{WRITTEN} for any tclsh; the package is "
-            f"the Python one in {PACKAGE_DIR}, and Python starts from {sys.executable}",
+            f"the Python one in {PACKAGE_DIR}{PYTHON_STARTS}{sys.executable}",
             PACKAGE_DIR, sys.executable) + MADE + json.dumps(made) + "\n")
     except OSError as error:
         raise SystemExit(f"tclamp install-tcl: {error}") from None
@@ -75,9 +76,9 @@ def install_tcl(directory):
 
 
 MADE = "# made by install-tcl: "
-
-
 WRITTEN = "written by `tclamp install-tcl`"
+INDEX_START = "# tclamp "           # the first line of every index of tclamp's
+PYTHON_STARTS = ", and Python starts from "
 
 
 def first_line(index):
@@ -87,12 +88,6 @@ def first_line(index):
             return file.readline().decode(errors="replace")
     except OSError:
         return None
-
-
-def ours(index):
-    """Whether `index` is missing or one of tclamp's (its first line says so)."""
-    line = first_line(index)
-    return line is None or line.startswith("# tclamp ")  # unreadable: writing says why
 
 
 def made_by_install(index):
@@ -114,7 +109,7 @@ def uninstall_tcl(directory):
         raise SystemExit(f"tclamp uninstall-tcl: no pkgIndex.tcl in {index.parent}: "
                          "name the directory that tclamp install-tcl wrote to")
     line = first_line(index) or ""
-    if not (line.startswith("# tclamp ") and WRITTEN in line):
+    if not (line.startswith(INDEX_START) and WRITTEN in line):
         # Another package's, or the one beside tclamp's package (pip
         # uninstall removes that) or in a checkout.
         raise SystemExit(f"tclamp uninstall-tcl: {index} is not an index that tclamp "

@@ -70,8 +70,11 @@ package require tcltest
 # interpreters that the file creates (copying auto_path, or reading
 # TCLLIBPATH when made) and tclsh processes that it starts look: of one
 # version, the first found wins, so they load the bridge this one does.
-set auto_path [linsert $auto_path 0 [file dirname [file normalize [info script]]]]
-set ::env(TCLLIBPATH) [concat [list [file dirname [file normalize [info script]]]] \
+namespace eval ::tclamp_pytest {
+    variable own_dir [file dirname [file normalize [info script]]]
+}
+set auto_path [linsert $auto_path 0 $::tclamp_pytest::own_dir]
+set ::env(TCLLIBPATH) [concat [list $::tclamp_pytest::own_dir] \
     [expr {[info exists ::env(TCLLIBPATH)] ? $::env(TCLLIBPATH) : ""}]]
 # `package require tclamp` gets the tclamp beside this driver, the one this
 # pytest runs, though another (a higher version, or one that TCLLIBPATH or
@@ -80,19 +83,18 @@ set ::env(TCLLIBPATH) [concat [list [file dirname [file normalize [info script]]
 # every version it finds) is followed by declaring this one alone again.  A
 # file that asks for a version this one is not still finds the others.
 namespace eval ::tclamp_pytest {
-    variable own_index [file join [file dirname [file normalize [info script]]] pkgIndex.tcl]
     variable own_version ""
 }
 proc ::tclamp_pytest::declare_own_tclamp {} {
-    variable own_index
+    variable own_dir
     variable own_version
     # not once tclamp is loading or loaded
     if {[package provide tclamp] ne "" || [namespace exists ::tclamp]
-            || ![file exists $own_index]} {
+            || ![file exists [file join $own_dir pkgIndex.tcl]]} {
         return
     }
     package forget tclamp
-    apply {{dir} { source [file join $dir pkgIndex.tcl] }} [file dirname $own_index]
+    apply {{dir} { source [file join $dir pkgIndex.tcl] }} $own_dir
     set own_version [lindex [package versions tclamp] 0]
 }
 proc ::tclamp_pytest::package_unknown {original name args} {
