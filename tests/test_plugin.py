@@ -244,6 +244,55 @@ def test_ctrl_c_on_a_hanging_case_names_it(tmp_path):
         os.kill(int((tmp_path / "hanging").read_text()), 0)
 
 
+def running_driver(pid):
+    """Whether pid is a tclsh running the plugin's driver (not a zombie, not
+    a process that took the number since)."""
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+        return state != "Z" and b"tcltest_driver.tcl" in open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only (PR_SET_PDEATHSIG)")
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGKILL],
+                         ids=["SIGTERM", "SIGKILL"])
+def test_a_killed_pytest_takes_its_tclsh_with_it(tmp_path, signal_number):
+    # The case sleeps outside the event loop; before, its tclsh slept on
+    # for ten minutes after pytest was gone.
+    (tmp_path / "hang.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test hangs {} -body {\n"
+        "    set f [open hanging w]; puts $f [pid]; close $f\n"
+        "    after 600000\n"
+        "} -result {}\n"
+        "cleanupTests\n")
+    pytest_run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "hang.test"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    tclsh = None
+    try:
+        for _ in range(1200):
+            if (tmp_path / "hanging").exists() and (tmp_path / "hanging").read_text():
+                break
+            assert pytest_run.poll() is None
+            time.sleep(0.05)
+        tclsh = int((tmp_path / "hanging").read_text())
+        assert running_driver(tclsh)
+        pytest_run.send_signal(signal_number)
+        assert pytest_run.wait(timeout=60) == -signal_number
+        for _ in range(1200):   # the kernel has sent it SIGKILL: it goes at once
+            if not running_driver(tclsh):
+                break
+            time.sleep(0.05)
+        assert not running_driver(tclsh)
+    finally:
+        pytest_run.kill()
+        if tclsh and running_driver(tclsh):
+            os.kill(tclsh, signal.SIGKILL)
+
+
 def test_a_timeout_on_a_hanging_case_names_it(tmp_path):
     # pytest-timeout's way, without it: pytest.fail from a signal handler,
     # here once the case hangs

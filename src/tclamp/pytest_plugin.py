@@ -16,6 +16,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,25 @@ def tcl_output_error(error):
 
 
 codecs.register_error("tclamp-tcl-output", tcl_output_error)
+
+
+def killed_with_parent():
+    """For a child's preexec_fn on Linux: the kernel kills the child
+    (SIGKILL) when the thread that started it dies, so that a tclsh whose
+    pytest is killed (SIGTERM, SIGKILL) does not hang on forever.  Reading
+    EOF on a pipe from pytest would need tclsh's event loop, which a case
+    that hangs (`after 600000`, `exec sleep`) never enters.  None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    parent = os.getpid()
+
+    def preexec():
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # pytest died before that
+            os._exit(1)
+    return preexec
 
 
 def pytest_addoption(parser):
@@ -246,7 +266,8 @@ class DriverRun:
                     self.returncode = subprocess.run(
                         [os.environ.get("TCLSH", "tclsh"), str(DRIVER), mode, str(path),
                          str(records), nonce],
-                        stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd).returncode
+                        stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd,
+                        preexec_fn=killed_with_parent()).returncode
                 except KeyboardInterrupt:
                     # Ctrl-C on a file that hangs: say where (tclsh is gone)
                     raise KeyboardInterrupt(interrupted(mode, path, records)) from None
