@@ -128,6 +128,33 @@ def test_failures_show_tcltest_own_report(shapes):
            "fails FAILED" in result.stdout
 
 
+def test_tb_line_shows_each_failure_in_one_whole_line(tmp_path):
+    # Before, --tb=line printed each whole report, then its first 50
+    # characters ("==== with space a failing case whose name has a sp").
+    copy_cases(tmp_path, "shapes.test")
+    r = run_pytest(tmp_path, "--tb=line", "shapes.test")
+    lines = (CASES / "shapes.test").read_text().splitlines()
+    where = {name: f"{tmp_path / 'shapes.test'}:{1 + lines.index(start)}:" for name, start in [
+        ("with space", 'test "with space" {a failing case whose name has a space} -body {'),
+        ("twice", "test twice {the second case of a repeated name fails} -body {"),
+        ("setup", "test setup-fails {an error in -setup fails the case; its body never runs} "
+                  "-setup {"),
+        ("cleanup", "test cleanup-fails {an error in -cleanup fails a case whose body passed} "
+                    "-body {")]}
+    assert re.search(r"^=+ FAILURES =+\n(.*?)^=+ short test summary", r.stdout,
+                     re.M | re.S)[1].splitlines() == [
+        f"{where['with space']} ==== with space a failing case whose name has a space FAILED: "
+        "Result was: ABC",
+        f"{where['twice']} ==== twice the second case of a repeated name fails FAILED: "
+        "Result was: a b",
+        f"{where['setup']} ==== setup-fails an error in -setup fails the case; its body never "
+        "runs FAILED: Test setup failed: setup broke",
+        f"{where['cleanup']} ==== cleanup-fails an error in -cleanup fails a case whose body "
+        "passed FAILED: Test cleanup failed: cleanup broke"]
+    # without the terminal (and its --tb), failures are failures
+    assert run_pytest(tmp_path, "-p", "no:terminal", "shapes.test").returncode == 1
+
+
 def test_case_output_is_in_its_own_report(shapes):
     _, result = shapes
     assert section(result.stdout, "shapes.test: talks") == (

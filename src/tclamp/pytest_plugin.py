@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _pytest._code.code import (ReprEntryNative, ReprExceptionInfo, ReprFileLocation,
+                                 ReprTraceback)
 
 from . import PACKAGE_DIR
 
@@ -135,9 +137,32 @@ def pytest_runtest_makereport(item, call):
     # tcltest's own text, not a traceback into this plugin; a skip points
     # at the case, not at this plugin.
     if call.excinfo and isinstance(call.excinfo.value, TclTestFailure):
-        report.longrepr = shown(str(call.excinfo.value))
+        text = shown(str(call.excinfo.value))
+        # printed as it is; a failing case's crash line alone for --tb=line
+        # (-r shows it after " - ")
+        entries = [ReprEntryNative([text + "\n"])]
+        if call.when == "call" and item.config.getoption("tbstyle", None) == "line":
+            entries = []
+        report.longrepr = ReprExceptionInfo(
+            reprtraceback=ReprTraceback(entries, None, "native"),
+            reprcrash=ReprFileLocation(str(item.path), item.line or 0, crash_line(text)))
     elif report.skipped and isinstance(report.longrepr, tuple):
         report.longrepr = (str(item.path), item.line, report.longrepr[2])
+
+
+def crash_line(text):
+    """A failure's one line: its text's first, and after tcltest's
+    "==== NAME DESCRIPTION FAILED" what failed (the report's first "----"
+    line, with the line under it when it ends in a colon)."""
+    lines = text.splitlines() or [""]
+    if lines[0].startswith("==== "):
+        for number, line in enumerate(lines):
+            if line.startswith("---- "):
+                what = line[5:]
+                if what.endswith(":") and number + 1 < len(lines):
+                    what += " " + lines[number + 1]
+                return f"{lines[0]}: {what}"
+    return lines[0]
 
 
 def marked_not_to_run(item):
