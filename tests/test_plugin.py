@@ -717,6 +717,22 @@ def test_ini_option_chooses_the_files(tmp_path):
     assert "PASSED tcl/ok.test::ok" in r.stdout
 
 
+def test_double_star_in_tcltest_files_is_recursive(tmp_path):
+    # Before, ** matched one directory, as * does in PurePath.match:
+    # tcl/a/ok.test alone was taken.
+    for place in ("tcl", "tcl/a", "tcl/a/b", "data", "data/tcl"):
+        (tmp_path / place).mkdir()
+        (tmp_path / place / "ok.test").write_text(
+            "package require tcltest\nnamespace import tcltest::*\n"
+            "test ok {} {expr 1} 1\ncleanupTests\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntcltest_files = /nowhere/*.test "
+                                         f"{tmp_path}/data/**/ok.test tcl/**/*.test\n")
+    r = run_pytest(tmp_path, "--collect-only", "-q")
+    assert sorted(r.stdout.split("\n\n")[0].splitlines()) == [
+        "data/ok.test::ok", "data/tcl/ok.test::ok", "tcl/a/b/ok.test::ok", "tcl/a/ok.test::ok",
+        "tcl/ok.test::ok"]
+
+
 def test_no_tclamp_turns_the_plugin_off(tmp_path):
     copy_cases(tmp_path, "broken.test")
     (tmp_path / "test_python.py").write_text("def test_python():\n    assert 6 * 7 == 42\n")

@@ -12,6 +12,7 @@ interpreter (TCLAMP_PYTHON); TCLSH names another tclsh.  Under pytest-xdist
 all of a file's cases go to one worker.
 """
 import codecs
+import fnmatch
 import json
 import os
 import re
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pytest
 from _pytest._code.code import (ReprEntryNative, ReprExceptionInfo, ReprFileLocation,
@@ -87,9 +88,28 @@ def pytest_addoption(parser):
                        "(default: *.test)")
 
 
+def matches(parts, pattern):
+    """Whether path components match pattern components, each as fnmatch
+    does, with a `**` component standing for any number of them (none
+    included), as in glob(recursive=True)."""
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(matches(parts[start:], pattern[1:]) for start in range(len(parts) + 1))
+    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) \
+        and matches(parts[1:], pattern[1:])
+
+
 def takes(config, path):
-    """Whether the plugin runs the file at path (tcltest_files)."""
-    return any(path.match(pattern) for pattern in config.getini("tcltest_files"))
+    """Whether the plugin runs the file at path (tcltest_files): a pattern
+    matches the end of the path, as PurePath.match does, or all of it when
+    it is absolute; `**` is recursive."""
+    for pattern in config.getini("tcltest_files"):
+        pattern = PurePath(pattern)
+        starts = [0] if pattern.is_absolute() else range(len(path.parts))
+        if any(matches(path.parts[start:], pattern.parts) for start in starts):
+            return True
+    return False
 
 
 def pytest_collect_file(file_path, parent):
