@@ -70,7 +70,7 @@ def tclsh_cases(directory, name, env=None):
     for case_name, outcome in cases:
         seen[case_name] = seen.get(case_name, 0) + 1
         pytest_name = case_name.replace("::", ": :")
-        if seen[case_name] > 1:
+        if seen[case_name] > 1 or pytest_name.endswith("]"):
             pytest_name += f"[{seen[case_name]}]"
         named.append((pytest_name, outcome))
     return named, r
@@ -382,6 +382,26 @@ def test_ids_are_listed_and_can_be_pasted_back(tmp_path):
         ("FAILED", "shapes.test::twice[2]")]
     # A bare name takes every case of that name, as pytest does with parameters.
     assert outcomes(run_pytest(tmp_path, "shapes.test::twice")) == {"failed": 1, "passed": 1}
+
+
+def test_a_name_ending_in_a_bracket_is_not_taken_for_a_repeat(tmp_path):
+    # Before, the case named x[2] was x[2] when it came before the second
+    # case named x (which became x[3]), and x[2][2] after it.
+    (tmp_path / "brackets.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test {x[2]} {the first x[2]} {expr 1} 1\n"
+        "test x {} {expr 1} 1\n"
+        "test x {the second x} {expr 1} 2\n"
+        "test {x[2]} {the second x[2]} {expr 1} 1\n"
+        "test {y]} {} {expr 1} 1\n"
+        "cleanupTests\n")
+    listed = run_pytest(tmp_path, "--collect-only", "-q", "brackets.test")
+    assert listed.stdout.split("\n\n")[0].splitlines() == [
+        "brackets.test::x[2][1]", "brackets.test::x", "brackets.test::x[2]",
+        "brackets.test::x[2][2]", "brackets.test::y][1]"]
+    r = run_pytest(tmp_path, "-rA", "brackets.test::x[2]", "brackets.test::x[2][1]")
+    assert sorted(re.findall(r"^(PASSED|FAILED) (\S+)", r.stdout, re.M)) == [
+        ("FAILED", "brackets.test::x[2]"), ("PASSED", "brackets.test::x[2][1]")]
 
 
 def test_collection_runs_no_test_body(tmp_path):

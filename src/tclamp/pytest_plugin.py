@@ -208,13 +208,17 @@ class TclTestFailure(Exception):
 
 def item_names(cases):
     """pytest names for (name, occurrence) pairs: the tcltest name, with
-    [N] on the Nth case of a repeated name.  pytest splits ids at `::`, so a
-    `::` inside a name is written `: :`."""
+    [N] on the Nth case of a repeated name, and [1] on the first when the
+    name ends in `]`, so that [N] always gives the number (`x[2][1]` is the
+    case named x[2], `x[2]` the second case named x, whatever their order).
+    pytest splits ids at `::`, so a `::` inside a name is written `: :`."""
     used, names = set(), []
     for name, occurrence in cases:
         base = shown(name).replace("::", ": :")
-        number, candidate = occurrence, base if occurrence == 1 else f"{base}[{occurrence}]"
-        while candidate in used:
+        number, candidate = occurrence, base
+        if occurrence > 1 or base.endswith("]"):
+            candidate = f"{base}[{occurrence}]"
+        while candidate in used:  # two names that `: :` or shown() make one
             number += 1
             candidate = f"{base}[{number}]"
         used.add(candidate)
