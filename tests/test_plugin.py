@@ -760,6 +760,27 @@ def test_no_tclamp_turns_the_plugin_off(tmp_path):
     assert outcomes(run_pytest(tmp_path, "-p", "no:tclamp")) == {"passed": 1}
 
 
+def test_the_documented_filter_quiets_tcltest_files_without_the_plugin(tmp_path):
+    # -p no:tclamp loads no part of the plugin, so nothing declares
+    # tcltest_files: pytest warns, unless the filter docs/pytest.md gives.
+    (tmp_path / "test_python.py").write_text("def test_python():\n    assert 6 * 7 == 42\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntcltest_files = tcl/*.test\n")
+    warned = run_pytest(tmp_path, "-p", "no:tclamp")
+    assert warned.returncode == 0
+    assert "PytestConfigWarning: Unknown config option: tcltest_files" in warned.stdout
+    options = (ROOT / "docs" / "pytest.md").read_text().split("## Options")[1]
+    ini = re.search(r"add to `pytest.ini`.*?```text\n(filterwarnings =\n.*?)```", options, re.S)[1]
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntcltest_files = tcl/*.test\n" + ini)
+    quiet = run_pytest(tmp_path, "-p", "no:tclamp")
+    assert quiet.returncode == 0 and "Warning" not in quiet.stdout + quiet.stderr, quiet.stdout
+    # and the plugin still reads the option
+    assert run_pytest(tmp_path).returncode == 0
+    (tmp_path / "pytest.ini").write_text("[pytest]\ntcltest_files = tcl/*.test\n")
+    option = re.search(r"or pass `(-W) \"(.*?)\"`", options)
+    quiet = run_pytest(tmp_path, "-p", "no:tclamp", option[1], option[2])
+    assert quiet.returncode == 0 and "Warning" not in quiet.stdout + quiet.stderr, quiet.stdout
+
+
 def test_tclsh_variable_names_the_tclsh(tmp_path):
     copy_cases(tmp_path, "shapes.test")
     r = run_pytest(tmp_path, "shapes.test", env={"TCLSH": "/nonexistent/tclsh"})
