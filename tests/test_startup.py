@@ -154,7 +154,7 @@ CHECK = ("puts [catch {package require tclamp} m o]\nputs $m\nputs [dict get $o 
 def test_tclamp_python_without_torch_is_a_tcl_error(tclsh):
     r = tclsh(CHECK, TCLAMP_PYTHON=BASE_PYTHON)
     assert r.stdout.splitlines() == [
-        "1", f"the Python at {BASE_PYTHON} has no torch (install it there)",
+        "1", f"tclamp: the Python at {BASE_PYTHON} has no torch (install it there)",
         "TCLAMP PYTHON_START", "", "alive"]
     assert (r.returncode, r.stderr) == (0, "")
 

@@ -129,7 +129,8 @@ print("tclamp-probe", sys.implementation.cache_tag + ("t" if v("Py_GIL_DISABLED"
             [join $built { or }] that has torch, or install tclamp into the Python you want"
     }
     if {$torch ne "True"} {
-        throw {TCLAMP PYTHON_START} "the Python at $python has no torch (install it there)"
+        throw {TCLAMP PYTHON_START} \
+            "tclamp: the Python at $python has no torch (install it there)"
     }
     if {$libpython eq ""} {
         throw {TCLAMP PYTHON_START} "tclamp: cannot start Python: the Python at $python\
