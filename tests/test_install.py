@@ -310,6 +310,20 @@ def install_tcl_outside_a_checkout(*words, cwd=None):
                           capture_output=True, text=True, cwd=cwd)
 
 
+def test_an_empty_directory_is_refused_and_nothing_changes(tmp_path):
+    """`tclamp install-tcl ""` would write into the current directory, and
+    uninstall-tcl would remove the index there."""
+    (tmp_path / "pkgIndex.tcl").write_text("# tclamp 0.1.0: written by `tclamp install-tcl`\n")
+    for step in ("install-tcl", "uninstall-tcl"):
+        r = install_tcl_outside_a_checkout(step, "", cwd=tmp_path)
+        assert (r.returncode, r.stdout) == (1, "")
+        assert r.stderr == (f'tclamp {step}: the directory is "" (an empty name): name a '
+                            "directory, or leave it out for /usr/local/lib/tcltk/tclamp\n")
+        assert os.listdir(tmp_path) == ["pkgIndex.tcl"]
+        assert (tmp_path / "pkgIndex.tcl").read_text() == (
+            "# tclamp 0.1.0: written by `tclamp install-tcl`\n")
+
+
 def test_install_tcl_leaves_another_packages_index_alone(tmp_path):
     other = tmp_path / "tcllib"
     other.mkdir()

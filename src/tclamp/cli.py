@@ -147,16 +147,23 @@ def split_at_script(argv):
     return argv, []
 
 
+def step_directory(argv):
+    """The directory of `tclamp install-tcl [dir]` (or uninstall-tcl's).  An
+    empty one would name the current directory: refused, as is a second."""
+    if len(argv) > 2:
+        raise SystemExit(f"usage: tclamp {argv[0]} [dir]")
+    if argv[1:] == [""]:
+        raise SystemExit(f'tclamp {argv[0]}: the directory is "" (an empty name): name a '
+                         f"directory, or leave it out for {DEFAULT_INSTALL_DIR}")
+    return argv[1] if len(argv) == 2 else DEFAULT_INSTALL_DIR
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["install-tcl"]:
-        if len(argv) > 2:
-            raise SystemExit("usage: tclamp install-tcl [dir]")
-        return install_tcl(argv[1] if len(argv) == 2 else DEFAULT_INSTALL_DIR)
+        return install_tcl(step_directory(argv))
     if argv[:1] == ["uninstall-tcl"]:
-        if len(argv) > 2:
-            raise SystemExit("usage: tclamp uninstall-tcl [dir]")
-        return uninstall_tcl(argv[1] if len(argv) == 2 else DEFAULT_INSTALL_DIR)
+        return uninstall_tcl(step_directory(argv))
     parser = argparse.ArgumentParser(
         prog="tclamp", formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="%(prog)s [--traceback] [-encoding name] [script.tcl [arg ...]]\n"
