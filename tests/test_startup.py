@@ -74,6 +74,38 @@ def test_tclamp_python_selects_environment(tclsh):
     assert r.stdout.strip() == sys.executable
 
 
+@pytest.mark.parametrize("route", ["TCLAMP_PYTHON", "::tclamp::python"])
+def test_a_python_named_without_a_slash_is_found_on_path(tclsh, route):
+    """`TCLAMP_PYTHON=python3` starts the python3 a shell would: the first
+    on PATH (not one in the current directory)."""
+    python = Path(sys.executable)
+    path = f"{python.parent}:{os.environ['PATH']}"
+    script = "package require tclamp\npy import sys\nputs [py eval sys.executable]\n"
+    if route == "TCLAMP_PYTHON":
+        r = tclsh(script, TCLAMP_PYTHON=python.name, PATH=path)
+    else:
+        r = tclsh(f"namespace eval tclamp {{variable python {python.name}}}\n" + script,
+                  PATH=path)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"{python}\n", "")
+
+
+def test_a_python_named_without_a_slash_and_not_on_path(tclsh, tmp_path):
+    talker = tmp_path / "talker"
+    talker.write_text("#!/bin/sh\necho 'hello from a shell script'\n")
+    talker.chmod(0o755)
+    # Not on PATH: the current directory counts only as a shell counts it.
+    for python in ("tclamp-no-such-python", "talker"):
+        r = tclsh(CHECK, TCLAMP_PYTHON=python, PATH="/usr/bin:/bin")
+        assert r.stdout.splitlines() == [
+            "1", f'tclamp: cannot start Python: "{python}" is not a command on PATH',
+            "TCLAMP PYTHON_START", "", "alive"]
+    # An empty entry is the current directory.
+    r = tclsh(CHECK, TCLAMP_PYTHON="talker", PATH=":/usr/bin:/bin")
+    assert r.stdout.splitlines() == [
+        "1", f'tclamp: cannot start Python: "{talker}" is not a Python interpreter '
+             "(hello from a shell script)", "TCLAMP PYTHON_START", "", "alive"]
+
+
 def test_tclamp_python_keeps_its_own_path_ahead_of_the_index_environment(tclsh, tmp_path):
     """The index's package sits in another environment's site-packages than
     the Python TCLAMP_PYTHON picks: tclamp comes from there (the Python

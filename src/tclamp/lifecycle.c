@@ -255,7 +255,10 @@ start_python_at(Tcl_Interp *interp, ModuleInit module_init, const char *exe, con
 static int
 start_python(Tcl_Interp *interp, ModuleInit module_init)
 {
-    const char *name = Tcl_GetVar2(interp, "::env", "TCLAMP_PYTHON", TCL_GLOBAL_ONLY);
+    /* load.tcl's choice, as it checked it (a command name found on PATH). */
+    const char *name = Tcl_GetVar(interp, "::tclamp::checked_python", TCL_GLOBAL_ONLY);
+    if (name == NULL || *name == '\0')
+        name = Tcl_GetVar2(interp, "::env", "TCLAMP_PYTHON", TCL_GLOBAL_ONLY);
     if (name == NULL || *name == '\0')
         name = Tcl_GetVar(interp, "::tclamp::python", TCL_GLOBAL_ONLY);
     if (name == NULL)

@@ -4,7 +4,8 @@
 # writer chose, or empty), `version` (the version it declared) and `index`
 # (the index's own directory) set.
 #
-# The bridge starts Python from $env(TCLAMP_PYTHON), else ::tclamp::python.
+# Python starts from $env(TCLAMP_PYTHON), else ::tclamp::python (a name
+# without a slash is looked up on PATH); the bridge starts the one checked.
 # A started Python cannot be swapped, and a wrong one can take the process
 # down, so the first start in a process checks that Python first.
 
@@ -77,6 +78,23 @@ if {$running ne ""} {
         throw {TCLAMP PYTHON_START} \
             "tclamp: no Python environment found: set TCLAMP_PYTHON to its python executable"
     }
+    # A name without a slash (python3) is a command on PATH, as a shell
+    # finds it (an empty entry is the current directory).
+    if {[string first / $python] < 0} {
+        set found ""
+        foreach place [split [expr {[info exists ::env(PATH)] ? $::env(PATH) : ""}] :] {
+            set candidate [file join [pwd] $place $python]
+            if {[file isfile $candidate] && [file executable $candidate]} {
+                set found $candidate
+                break
+            }
+        }
+        if {$found eq ""} {
+            throw {TCLAMP PYTHON_START} \
+                "tclamp: cannot start Python: \"$python\" is not a command on PATH"
+        }
+        set python $found
+    }
     if {[file isdirectory $python]} {
         throw {TCLAMP PYTHON_START} \
             "tclamp: cannot start Python: \"$python\" is a directory, not a python executable"
@@ -137,11 +155,17 @@ print("tclamp-probe", sys.implementation.cache_tag + ("t" if v("Py_GIL_DISABLED"
             has no shared libpython (tclamp needs a Python built with --enable-shared)"
     }
     ::tclamp::load_python $libpython
+    # The bridge starts the Python checked here (a name found on PATH).
+    set ::tclamp::checked_python $python
 }
 # The bridge built for this Python (its file name carries the ABI tag).
 set bridge [lindex [lsearch -all -inline -glob $bridges *.$tag-*] 0]
 
 # Tclamp_Init runs once per interpreter and provides the package; after
 # `package forget`, `load` finds the bridge loaded and it is provided here.
-load $bridge Tclamp
+try {
+    load $bridge Tclamp
+} finally {
+    unset -nocomplain ::tclamp::checked_python
+}
 package provide tclamp $::tclamp::version
