@@ -150,6 +150,33 @@ def test_a_non_ascii_python_path_starts_in_a_c_locale(tclsh, tmp_path, route):
     assert r.stdout.splitlines() == [ascii(str(python)), ascii(str(venv))]
 
 
+def test_the_auto_path_entry_tclamp_adds_names_its_folder_in_a_c_locale(tclsh, tmp_path):
+    """Every interpreter that gets tclamp has the package's folder put on
+    auto_path, by Python: in a C locale Tcl 8.6 names files in ISO 8859-1
+    while Python's names are UTF-8, so the entry must carry the folder's
+    bytes as Tcl reads them.  A tclsh loads tclamp from a checkout under é;
+    a Python program's child interpreter finds tclamp through that entry
+    alone (and Tcl's own library)."""
+    (tmp_path / "é").mkdir()
+    checkout = fake_checkout(tmp_path / "é")
+    package = checkout / "src" / "tclamp"
+    r = tclsh("package require tclamp\nset dir [lindex $auto_path end]\n"
+              "puts [list [file isfile [file join $dir load.tcl]] "
+              "[binary encode hex [encoding convertto [encoding system] $dir]]]\n",
+              TCLLIBPATH=str(checkout / "tcl"), TCLAMP_PYTHON=sys.executable, LC_ALL="C")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"1 {os.fsencode(package).hex()}\n", "")
+
+    program = (f"import sys\nsys.path.insert(0, {str(checkout / 'src')!r})\nimport tclamp\n"
+               "print(tclamp.__file__)\n"
+               "print(tclamp.Interp().eval('interp create child\\n"
+               "child eval [list set ::auto_path [list [info library] [lindex $::auto_path end]]]\\n"
+               "list [encoding system] [child eval {package require tclamp}]'))\n")
+    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                       cwd=tmp_path, env=dict(os.environ, LC_ALL="C"), timeout=300)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout.splitlines() == [str(package / "__init__.py"), f"iso8859-1 {VERSION}"]
+
+
 def test_the_loader_opens_a_libpython_under_a_non_ascii_path_in_a_c_locale(tclsh, tmp_path):
     """load.tcl hands the loader the libpython path that Python printed; in
     a C locale Tcl holds it decoded as ISO 8859-1, and the OS must get the
