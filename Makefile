@@ -171,25 +171,32 @@ wheels:
 # editable) in INSTALL_VENV, and its `tclamp install-tcl` writes the Tcl
 # package index to TCL_PKG_DIR.  The build uses the environment's own
 # setuptools (--no-build-isolation), so pip fetches nothing more for it.
+# Each refuses an empty INSTALL_VENV or TCL_PKG_DIR: as a path prefix it
+# would name /bin/python, and as install-tcl's word, no directory (the default).
+install_dirs_named = test -n '$(strip $(INSTALL_VENV))' && test -n '$(strip $(TCL_PKG_DIR))' || \
+    { echo "make $@: INSTALL_VENV and TCL_PKG_DIR must not be empty" >&2; exit 1; }
 install-tcl: system-packages
+	@$(install_dirs_named)
 	@echo "== Python environment $(INSTALL_VENV)"
-	test -x $(INSTALL_VENV)/bin/python || \
-	    { $(PYTHON) -m venv $(INSTALL_VENV) && touch $(INSTALL_VENV)/.made-by-tclamp; }
+	test -x '$(INSTALL_VENV)'/bin/python || \
+	    { $(PYTHON) -m venv '$(INSTALL_VENV)' && touch '$(INSTALL_VENV)'/.made-by-tclamp; }
 	@echo "== $(TORCH_SPEC), numpy and tclamp into $(INSTALL_VENV)"
-	$(INSTALL_VENV)/bin/python -m pip install --disable-pip-version-check "setuptools>=68" wheel "$(TORCH_SPEC)" numpy
-	TCL_CONFIG='$(TCL_CONFIG)' $(INSTALL_VENV)/bin/python -m pip install --disable-pip-version-check \
+	'$(INSTALL_VENV)'/bin/python -m pip install --disable-pip-version-check "setuptools>=68" wheel "$(TORCH_SPEC)" numpy
+	TCL_CONFIG='$(TCL_CONFIG)' '$(INSTALL_VENV)'/bin/python -m pip install --disable-pip-version-check \
 	    --no-build-isolation --no-deps .
-	$(INSTALL_VENV)/bin/tclamp install-tcl $(TCL_PKG_DIR)
+	'$(INSTALL_VENV)'/bin/tclamp install-tcl '$(TCL_PKG_DIR)'
 
 # Removes the index (with the directories install-tcl made for it), and the
-# environment if install-tcl made it (else only tclamp from it).
+# environment if install-tcl made it (else only tclamp from it).  The directories
+# are quoted: a space in one must not make rm -rf remove two.
 uninstall-tcl:
-	if [ -x $(INSTALL_VENV)/bin/tclamp ] && [ -f $(TCL_PKG_DIR)/pkgIndex.tcl ]; then \
-	    $(INSTALL_VENV)/bin/tclamp uninstall-tcl $(TCL_PKG_DIR); fi
-	rm -rf $(TCL_PKG_DIR)
-	if [ -f $(INSTALL_VENV)/.made-by-tclamp ]; then rm -rf $(INSTALL_VENV); \
-	elif [ -x $(INSTALL_VENV)/bin/python ]; then \
-	    $(INSTALL_VENV)/bin/python -m pip uninstall -y -q tclamp; fi
+	@$(install_dirs_named)
+	if [ -x '$(INSTALL_VENV)'/bin/tclamp ] && [ -f '$(TCL_PKG_DIR)'/pkgIndex.tcl ]; then \
+	    '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl '$(TCL_PKG_DIR)'; fi
+	rm -rf '$(TCL_PKG_DIR)'
+	if [ -f '$(INSTALL_VENV)'/.made-by-tclamp ]; then rm -rf '$(INSTALL_VENV)'; \
+	elif [ -x '$(INSTALL_VENV)'/bin/python ]; then \
+	    '$(INSTALL_VENV)'/bin/python -m pip uninstall -y -q tclamp; fi
 
 clean:
 	rm -rf $(VENV) $(PYTHON_RECORD) tcl/pkgIndex.tcl build dist src/*.egg-info src/tclamp/_bridge*.so \

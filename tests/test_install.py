@@ -211,6 +211,28 @@ def test_uninstall_tcl_removes_an_environment_install_tcl_made(tmp_path):
     assert os.listdir(tmp_path) == ["tcltk"] and os.listdir(tmp_path / "tcltk") == []
 
 
+@needs_make
+def test_make_uninstall_tcl_takes_a_directory_with_a_space_as_one(tmp_path):
+    """Unquoted, `rm -rf $(TCL_PKG_DIR)` of ".../a b/tclamp" removed .../a;
+    an empty INSTALL_VENV or TCL_PKG_DIR (/bin/python, or install-tcl's
+    default directory) is refused before anything runs."""
+    (tmp_path / "a").mkdir()
+    made = tmp_path / "tclamp python"
+    made.mkdir()
+    (made / ".made-by-tclamp").touch()
+    target = tmp_path / "a b" / "tclamp"
+    target.mkdir(parents=True)
+    subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={made}",
+                    f"TCL_PKG_DIR={target}"], check=True, capture_output=True)
+    assert sorted(os.listdir(tmp_path)) == ["a", "a b"] and os.listdir(tmp_path / "a b") == []
+    for empty in ("INSTALL_VENV", "TCL_PKG_DIR"):
+        r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={made}",
+                            f"TCL_PKG_DIR={target}", f"{empty}="], capture_output=True, text=True)
+        assert (r.returncode, r.stdout) == (2, "")
+        assert r.stderr.startswith("make uninstall-tcl: INSTALL_VENV and TCL_PKG_DIR must not "
+                                   "be empty\n")
+
+
 def make_question(*args):
     """0 if make has nothing to do for these targets and settings."""
     return subprocess.run(["make", "-q", "-C", ROOT, *args], capture_output=True).returncode
