@@ -286,6 +286,24 @@ def test_rc_file_is_read_first(tmp_path):
     child.close(force=True)
 
 
+def test_rc_file_in_a_non_ascii_home_is_read_in_a_c_locale(tmp_path):
+    # In a C locale Python's names are UTF-8 and Tcl 8.6's ISO 8859-1: the
+    # file is handed to Tcl as Tcl names those bytes, and $tcl_rcFileName is
+    # what `file exists` finds.
+    home = tmp_path / "h\u00e9"
+    home.mkdir()
+    (home / ".tclamprc").write_text("set from_rc 42\n")
+    env = python_buffered_env(HOME=str(home), TERM="dumb", LC_ALL="C", LANG="C")
+    child = pexpect.spawn(sys.executable, ["-m", "tclamp"], env=env, cwd=str(tmp_path),
+                          encoding="utf-8", codec_errors="replace", timeout=60,
+                          dimensions=(24, 200))
+    child.expect_exact("exit or Ctrl-D to leave")
+    child.expect_exact("% ")
+    assert run(child, "set from_rc") == "42"
+    assert run(child, "file exists $tcl_rcFileName") == "1"
+    child.close(force=True)
+
+
 def test_rc_file_error_is_shown_and_the_prompt_starts(tmp_path):
     (tmp_path / ".tclamprc").write_text("set ok 1\nno_such_command\n")
     env = dict(os.environ, HOME=str(tmp_path), TERM="dumb")

@@ -94,15 +94,5 @@ def _attach(interp):
     commands.register(interp)
     # `package require tclamp` here finds the package beside this file (a
     # child interpreter has its own auto_path: its script adds this folder).
-    interp.call("apply", ADD_TO_AUTO_PATH, os.fsencode(PACKAGE_DIR))
-
-
-# The folder as Tcl names that file: its bytes read in Tcl's system
-# encoding, as tclsh reads its argv (in a C locale that is ISO 8859-1 under
-# Tcl 8.6, while Python's names are UTF-8 there); Tcl 9 keeps a byte that
-# does not decode as the character of its value, as 8.6 does.
-ADD_TO_AUTO_PATH = """{bytes} {
-    set lenient [expr {[package vsatisfies [info tclversion] 9] ? {-profile tcl8} : {}}]
-    set dir [encoding convertfrom {*}$lenient [encoding system] $bytes]
-    if {$dir ni $::auto_path} {lappend ::auto_path $dir}
-}"""
+    interp.call("apply", "{dir} {if {$dir ni $::auto_path} {lappend ::auto_path $dir}}",
+                bridge.tcl_name(interp, PACKAGE_DIR))

@@ -9,6 +9,7 @@ import builtins
 import code
 import importlib
 import importlib.util
+import os
 import re
 import sys
 import textwrap
@@ -16,6 +17,22 @@ import textwrap
 from . import _bridge, scope
 from .current import tcl
 from .errors import UsageError, wrong_args
+
+
+# A file name's (or any OS word's) bytes read as Tcl reads its own: in its
+# system encoding, a byte that does not decode standing for the character
+# of its value, as tclsh reads its argv.  Python's str would not do: in a C
+# locale its names are UTF-8 where Tcl 8.6's are ISO 8859-1, and it keeps an
+# undecodable byte as a lone surrogate, which Tcl writes as three bytes.
+OS_WORD = """{bytes} {
+    set lenient [expr {[package vsatisfies [info tclversion] 9] ? {-profile tcl8} : {}}]
+    encoding convertfrom {*}$lenient [encoding system] $bytes
+}"""
+
+
+def tcl_name(interp, name):
+    """The Tcl string that names the same file as `name` (str, bytes or path)."""
+    return interp.call("apply", OS_WORD, os.fsencode(name))
 
 
 def _main_namespace():

@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 
 from . import _bridge
-from .bridge import py_interact
+from .bridge import py_interact, tcl_name
 from .errors import TclError, crossed_tcl, describe_error
 
 HISTORY = os.path.expanduser("~/.tclamp_history")
@@ -358,15 +358,9 @@ def run_read(evaluator, script, traceback=False, **file):
 
 
 def set_argv(interp, argv0, args):
-    """$argv0, $argv and $argc, as tclsh sets them: each word's bytes read
-    in Tcl's system encoding, where a byte that does not decode stands for
-    the character of its value.  (Python keeps such a byte as a lone
-    surrogate, which Tcl would write out as three bytes of no encoding.)"""
-    system = interp.call("encoding", "system")
-    lenient = ["-profile", "tcl8"] if interp.call(
-        "package", "vsatisfies", interp.call("info", "tclversion"), "9") == "1" else []
-    argv = [interp.call("encoding", "convertfrom", *lenient, system, os.fsencode(word))
-            for word in [argv0, *args]]
+    """$argv0, $argv and $argc, as tclsh sets them (each word as Tcl reads
+    its bytes: bridge.tcl_name)."""
+    argv = [tcl_name(interp, word) for word in [argv0, *args]]
     interp.call("set", "argv0", argv[0])
     interp.call("set", "argv", argv[1:])
     interp.call("set", "argc", len(args))
@@ -383,11 +377,12 @@ def interact(interp, traceback):
     if not os.isatty(0):
         return read_commands(interp, evaluator)
     interp.call("set", "tcl_interactive", 1)
-    interp.call("set", "tcl_rcFileName", RC_FILE)
+    rc_file = tcl_name(interp, RC_FILE)
+    interp.call("set", "tcl_rcFileName", rc_file)
     print(banner(interp))
     setup_readline(interp)
     if os.path.isfile(RC_FILE):
-        source(evaluator, RC_FILE)
+        source(evaluator, rc_file)
     buffer = ""
     while evaluator.exit_code is None:
         try:
