@@ -1096,14 +1096,36 @@ dict_str(Tcl_Obj *dict, const char *key)
 /* A Python exception (not a TclError) whose error came back to Python
    through Tcl keeps what its error had there, under this key of its own
    __dict__: (-errorstack, -errorinfo, how many entries its traceback had
-   then, (the ids of its __cause__ and __context__, __suppress_context__)).
-   When it goes on into Tcl again, its errorInfo goes on from there, unless
-   it was raised from or while handling another since (errors.describe_error),
-   and the frames it left begin -errorstack, as a TclError's do; then the
-   key goes (the same object raised again later, from elsewhere, left no
-   such frames).  The dict is read and written as it is, so that no
-   attribute code of the exception's class runs (it may fail, or run Tcl). */
+   then, (the ids of its __cause__ and __context__, __suppress_context__,
+   and its traceback's first entry then: entry_identity)).  When it goes on
+   into Tcl again, its errorInfo goes on from there, unless it was raised
+   from or while handling another since, or with another traceback
+   (with_traceback: its entries then are no longer the last of it), and
+   the frames it left begin -errorstack, as a TclError's do
+   (errors.crossed_tcl says which); then the key goes (the same object
+   raised again later, from elsewhere, left no such frames).  The dict is
+   read and written as it is, so that no attribute code of the exception's
+   class runs (it may fail, or run Tcl). */
 #define CROSSING_KEY "__tcl_crossing__"
+
+/* A traceback entry by its id, its code's and its last instruction (as
+   errors.entry_identity gives them), or None: the ids alone might be a new
+   entry's where the old one went; held, it would keep its frame. */
+static PyObject *
+entry_identity(PyObject *tb)
+{
+    if (tb == NULL || tb == Py_None)
+        return Py_NewRef(Py_None);
+    PyObject *frame = PyObject_GetAttrString(tb, "tb_frame");
+    PyObject *code = frame ? PyObject_GetAttrString(frame, "f_code") : NULL;
+    PyObject *lasti = code ? PyObject_GetAttrString(tb, "tb_lasti") : NULL;
+    PyObject *identity = lasti ? Py_BuildValue("(NNO)", PyLong_FromVoidPtr(tb),
+                                               PyLong_FromVoidPtr(code), lasti) : NULL;
+    Py_XDECREF(lasti);
+    Py_XDECREF(code);
+    Py_XDECREF(frame);
+    return identity;
+}
 
 static void
 keep_crossing(PyObject *exc, Tcl_Obj *options)
@@ -1115,6 +1137,7 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
     if (errorinfo != NULL) {
         Py_ssize_t depth = 0;
         PyObject *tb = PyException_GetTraceback(exc);
+        PyObject *first = entry_identity(tb);
         while (tb != NULL && tb != Py_None) {
             depth++;
             Py_SETREF(tb, PyObject_GetAttrString(tb, "tb_next"));
@@ -1124,11 +1147,11 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
         /* the chain by its objects' ids: holding them would keep (and
            pickle) what the exception may let go */
         PyObject *cause = PyException_GetCause(exc), *context = PyException_GetContext(exc);
-        PyObject *crossing = Py_BuildValue(
-            "(OOn(NNi))", errorstack, errorinfo, depth,
+        PyObject *crossing = first == NULL ? NULL : Py_BuildValue(
+            "(OOn(NNiN))", errorstack, errorinfo, depth,
             PyLong_FromVoidPtr(cause ? cause : Py_None),
             PyLong_FromVoidPtr(context ? context : Py_None),
-            (int)((PyBaseExceptionObject *)exc)->suppress_context);
+            (int)((PyBaseExceptionObject *)exc)->suppress_context, first);
         Py_XDECREF(cause);
         Py_XDECREF(context);
         if (crossing == NULL || PyDict_SetItemString(dict, CROSSING_KEY, crossing) < 0)
@@ -1141,12 +1164,14 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
 }
 
 /* The Tcl frames an exception's error left before it reached Python: a
-   TclError's errorstack, or what keep_crossing kept (taken), when it is
-   a list of pairs Tcl takes back; else NULL (an error raised in Python, or
-   one whose errorstack was changed).  An empty one (blanks too) is NULL:
-   seeded, Tcl would add no INNER frame. */
+   TclError's errorstack, or, for one whose error went on from what it had
+   in Tcl, what keep_crossing kept, as describe_error gave it (`crossed`,
+   borrowed; NULL when it gave none), when it is a list of pairs Tcl takes
+   back; else NULL (an error raised in Python, or one whose errorstack was
+   changed).  An empty one (blanks too) is NULL: seeded, Tcl would add no
+   INNER frame.  What keep_crossing kept goes. */
 static Tcl_Obj *
-frames_left(PyObject *value)
+frames_left(PyObject *value, PyObject *crossed)
 {
     PyObject *text = NULL;
     if (python_exception_is(value, TclErrorType)) {
@@ -1155,8 +1180,8 @@ frames_left(PyObject *value)
         PyObject *dict = PyObject_GenericGetDict(value, NULL);
         PyObject *crossing = dict && PyDict_Check(dict)
             ? PyDict_GetItemString(dict, CROSSING_KEY) : NULL;
-        if (crossing != NULL && PyTuple_Check(crossing) && PyTuple_GET_SIZE(crossing) == 4)
-            text = Py_NewRef(PyTuple_GET_ITEM(crossing, 0));
+        if (crossed != NULL)
+            text = Py_NewRef(crossed);
         if (crossing != NULL && PyDict_DelItemString(dict, CROSSING_KEY) < 0)
             PyErr_Clear();  /* a hostile key's __eq__: tcl_from_str below runs clean */
         Py_XDECREF(dict);
@@ -1187,18 +1212,20 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
     Py_XDECREF(tb);
 
     /* (message, errorcode, text to add to errorInfo or None[, what
-       errorInfo starts with instead of the message, or None]) */
+       errorInfo starts with instead of the message, or None[, the frames
+       it left in Tcl before it came back to Python (frames_left)]]) */
     PyObject *desc = (describe_error && value)
         ? PyObject_CallOneArg(describe_error, value) : NULL;
     unsigned long mark = handles_made;      /* those converting it makes */
     Tcl_Obj *message = NULL, *code = NULL, *info = NULL, *head = NULL;
     Py_ssize_t size = desc != NULL && PyTuple_Check(desc) ? PyTuple_GET_SIZE(desc) : 0;
-    if (size == 3 || size == 4) {
+    PyObject *crossed = size == 5 ? Py_NewRef(PyTuple_GET_ITEM(desc, 4)) : NULL;
+    if (size >= 3 && size <= 5) {
         message = to_tcl(owner, PyTuple_GET_ITEM(desc, 0));
         code = message ? to_tcl(owner, PyTuple_GET_ITEM(desc, 1)) : NULL;
         if (code && PyTuple_GET_ITEM(desc, 2) != Py_None)
             info = to_tcl(owner, PyTuple_GET_ITEM(desc, 2));
-        if (code && size == 4 && PyTuple_GET_ITEM(desc, 3) != Py_None
+        if (code && size >= 4 && PyTuple_GET_ITEM(desc, 3) != Py_None
                 && (head = to_tcl(owner, PyTuple_GET_ITEM(desc, 3))) == NULL) {
             /* NULLed as they go: the fallback below discards them again */
             discard(info);
@@ -1233,7 +1260,8 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         Py_XDECREF(options);
         PyErr_Clear();
     }
-    Tcl_Obj *frames = rc == TCL_ERROR ? frames_left(value) : NULL;
+    Tcl_Obj *frames = rc == TCL_ERROR ? frames_left(value, crossed) : NULL;
+    Py_XDECREF(crossed);
     Py_XDECREF(value);
     Tcl_SetObjResult(interp, message);
     if (rc == TCL_ERROR) {

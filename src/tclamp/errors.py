@@ -95,28 +95,51 @@ def user_frames(tb, limit=None, inner=False):
     return "".join(traceback.format_list(frames[start:end])).rstrip()
 
 
+def entry_identity(tb):
+    """A traceback entry as the C bridge records it (_bridge.c,
+    keep_crossing): its id, its code's and its last instruction; None for
+    none."""
+    return None if tb is None else (id(tb), id(tb.tb_frame.f_code), tb.tb_lasti)
+
+
 def crossed_tcl(exc):
-    """(errorinfo, traceback entries) of a Python exception whose error
-    came back to Python through Tcl, as they were then, if it has been
-    raised from or while handling no other exception since; or None."""
+    """(errorinfo, traceback entries, errorstack) of a Python exception
+    whose error came back to Python through Tcl, as they were then, if it
+    has been raised from or while handling no other exception since, and
+    its traceback still ends with the entries it had then (not cleared or
+    replaced: with_traceback); or None."""
     try:
         crossing = dict.get(DICT_OF(exc), CROSSING)
     except Exception:       # a key of its own whose __eq__ fails
         return None
-    chain = (id(CAUSE_OF(exc)), id(CONTEXT_OF(exc)), int(SUPPRESS_CONTEXT(exc)))
-    if (type(crossing) is tuple and len(crossing) == 4 and type(crossing[1]) is str
-            and type(crossing[2]) is int and type(crossing[3]) is tuple
-            and all(type(n) is int for n in crossing[3]) and crossing[3] == chain):
-        return crossing[1], crossing[2]
+    if not (type(crossing) is tuple and len(crossing) == 4 and type(crossing[0]) is str
+            and type(crossing[1]) is str and type(crossing[2]) is int
+            and type(crossing[3]) is tuple):
+        return None
+    entries = []
+    tb = TRACEBACK(exc)
+    while tb is not None:
+        entries.append(tb)
+        tb = tb.tb_next
+    depth = crossing[2]
+    if not 0 <= depth <= len(entries):
+        return None
+    chain = (id(CAUSE_OF(exc)), id(CONTEXT_OF(exc)), int(SUPPRESS_CONTEXT(exc)),
+             entry_identity(entries[len(entries) - depth] if depth else None))
+    if crossing[3] == chain:
+        return crossing[1], depth, crossing[0]
     return None
 
 
 def describe_error(exc):
-    """(message, errorcode, errorinfo tail or None[, head]) for the Tcl
-    error that `exc` becomes: the C bridge calls this for every exception
-    it hands to Tcl, and Tcl's errorInfo becomes the message followed by
-    the tail; or, given a head, the head followed by the tail (a TclError
-    whose errorInfo does not start with its message: `error msg info`)."""
+    """(message, errorcode, errorinfo tail or None[, head[, errorstack]])
+    for the Tcl error that `exc` becomes: the C bridge calls this for every
+    exception it hands to Tcl, and Tcl's errorInfo becomes the message
+    followed by the tail; or, given a head, the head followed by the tail
+    (a TclError whose errorInfo does not start with its message: `error msg
+    info`).  errorstack: the frames a Python exception's error left in Tcl
+    before it came back to Python, for one whose errorInfo goes on from
+    there; they begin its -errorstack."""
     if issubclass(type(exc), UsageError):
         return exc.message, ("TCLAMP", exc.kind, *exc.details), None
     if issubclass(type(exc), TclError):
@@ -138,14 +161,14 @@ def describe_error(exc):
         # does, with the frames it has passed since (the first entries of
         # its traceback).  Raised again with another text or traceback,
         # or from another exception, it is described anew.
-        errorinfo, depth = crossing
+        errorinfo, depth, errorstack = crossing
         entries = sum(1 for _ in traceback.walk_tb(TRACEBACK(exc)))
-        if (errorinfo == message or errorinfo.startswith(message + "\n")) and entries >= depth:
+        if errorinfo == message or errorinfo.startswith(message + "\n"):
             tail = errorinfo[len(message):]
             since = user_frames(TRACEBACK(exc), entries - depth, inner=True)
             if since:
                 tail += "\n    (passed through Python)\n" + since
-            return message, ("PYTHON", name, text), tail
+            return message, ("PYTHON", name, text), tail, None, errorstack
     frames = user_frames(TRACEBACK(exc))
     earlier = "".join(chained(exc))
     if not frames and not earlier:
