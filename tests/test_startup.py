@@ -410,6 +410,9 @@ def test_lappend_auto_path_works_too(tclsh):
     assert (r.returncode, r.stdout) == (0, "bfloat16\n"), r.stderr
 
 
+# Its own limit, not gpu-check's per-test --timeout (300 s), which a loaded
+# machine's all.tcl can pass.
+@pytest.mark.timeout(900)
 def test_all_tcl_runs_the_tcltest_files_without_pytest(tmp_path):
     """`tclsh tests/all.tcl` as the README says, with no environment at all:
     every .test file runs to its summary, and the totals add up."""
