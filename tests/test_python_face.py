@@ -457,3 +457,48 @@ def test_the_recorded_tcl_is_read_from_the_environment(tmp_path):
     r = subprocess.run([sys.executable, "-c", "\n".join(fake_prefix)], capture_output=True,
                        text=True, cwd=ROOT, timeout=120)
     assert (r.returncode, r.stdout, r.stderr) == (0, "none\n", "")
+
+
+def test_an_error_that_crosses_many_times_is_described_in_work_linear_in_its_depth():
+    """An exception that goes down through 200 nested Tcl -> Python
+    crossings and back keeps its errorInfo (the deepest frame and each
+    level's), and describing it at each crossing looks only at the
+    traceback entries it gained since the last: before, each crossing
+    walked the whole traceback again, so the work (counted here as the
+    lines describe_error and crossed_tcl run, not timed) grew as the square
+    of the depth."""
+    from tclamp import errors
+    counted = {"describe_error", "crossed_tcl", "<genexpr>"}
+    lines = 0
+
+    def count_lines(frame, event, arg):
+        nonlocal lines
+        lines += event == "line"
+        return count_lines
+
+    def tracer(frame, event, arg):
+        code = frame.f_code
+        if code.co_filename == errors.__file__ and code.co_name in counted:
+            return count_lines
+        return None
+
+    def down(n):
+        if int(n) == 0:
+            raise ValueError("bottom")
+        return interp.call("down_crossing", int(n) - 1)
+
+    interp = tclamp.Interp()
+    interp.create_command("py_down_crossing", down)
+    interp.eval("proc down_crossing {n} {py_down_crossing $n}")
+    depth = 200
+    sys.settrace(tracer)
+    try:
+        with pytest.raises(ValueError, match="^bottom$"):
+            down(depth)
+    finally:
+        sys.settrace(None)
+    info = interp.eval("set ::errorInfo")
+    assert info.startswith("ValueError: bottom\n")
+    assert info.count('"py_down_crossing $n"') == depth
+    assert info.count("(passed through Python)") == depth - 1
+    assert lines < 60 * depth, lines

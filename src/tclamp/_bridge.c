@@ -1095,9 +1095,9 @@ dict_str(Tcl_Obj *dict, const char *key)
 
 /* A Python exception (not a TclError) whose error came back to Python
    through Tcl keeps what its error had there, under this key of its own
-   __dict__: (-errorstack, -errorinfo, how many entries its traceback had
-   then, (the ids of its __cause__ and __context__, __suppress_context__,
-   and its traceback's first entry then: entry_identity)).  When it goes on
+   __dict__: (-errorstack, -errorinfo, (the ids of its __cause__ and
+   __context__, __suppress_context__, and its traceback's first entry
+   then: entry_identity)).  When it goes on
    into Tcl again, its errorInfo goes on from there, unless it was raised
    from or while handling another since, or with another traceback
    (with_traceback: its entries then are no longer the last of it), and
@@ -1135,20 +1135,15 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
     PyObject *errorinfo = errorstack ? dict_str(options, "-errorinfo") : NULL;
     PyErr_Clear();      /* nothing kept (out of memory): no call with it set */
     if (errorinfo != NULL) {
-        Py_ssize_t depth = 0;
         PyObject *tb = PyException_GetTraceback(exc);
         PyObject *first = entry_identity(tb);
-        while (tb != NULL && tb != Py_None) {
-            depth++;
-            Py_SETREF(tb, PyObject_GetAttrString(tb, "tb_next"));
-        }
         Py_XDECREF(tb);
         PyErr_Clear();
         /* the chain by its objects' ids: holding them would keep (and
            pickle) what the exception may let go */
         PyObject *cause = PyException_GetCause(exc), *context = PyException_GetContext(exc);
         PyObject *crossing = first == NULL ? NULL : Py_BuildValue(
-            "(OOn(NNiN))", errorstack, errorinfo, depth,
+            "(OO(NNiN))", errorstack, errorinfo,
             PyLong_FromVoidPtr(cause ? cause : Py_None),
             PyLong_FromVoidPtr(context ? context : Py_None),
             (int)((PyBaseExceptionObject *)exc)->suppress_context, first);

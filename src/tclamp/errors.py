@@ -103,32 +103,31 @@ def entry_identity(tb):
 
 
 def crossed_tcl(exc):
-    """(errorinfo, traceback entries, errorstack) of a Python exception
-    whose error came back to Python through Tcl, as they were then, if it
-    has been raised from or while handling no other exception since, and
-    its traceback still ends with the entries it had then (not cleared or
-    replaced: with_traceback); or None."""
+    """(errorinfo, entries since, errorstack) of a Python exception whose
+    error came back to Python through Tcl: its errorInfo and -errorstack
+    then, and how many entries its traceback has gained since (walked to
+    the entry that was its first then, not through the whole traceback: an
+    error that crosses many times would cost the square of its crossings),
+    if it has been raised from or while handling no other exception since,
+    and its traceback still ends with the entries it had then (not cleared
+    or replaced: with_traceback); or None."""
     try:
         crossing = dict.get(DICT_OF(exc), CROSSING)
     except Exception:       # a key of its own whose __eq__ fails
         return None
-    if not (type(crossing) is tuple and len(crossing) == 4 and type(crossing[0]) is str
-            and type(crossing[1]) is str and type(crossing[2]) is int
-            and type(crossing[3]) is tuple):
+    if not (type(crossing) is tuple and len(crossing) == 3 and type(crossing[0]) is str
+            and type(crossing[1]) is str and type(crossing[2]) is tuple
+            and len(crossing[2]) == 4):
         return None
-    entries = []
-    tb = TRACEBACK(exc)
-    while tb is not None:
-        entries.append(tb)
-        tb = tb.tb_next
-    depth = crossing[2]
-    if not 0 <= depth <= len(entries):
+    *chain, first = crossing[2]
+    if chain != [id(CAUSE_OF(exc)), id(CONTEXT_OF(exc)), int(SUPPRESS_CONTEXT(exc))]:
         return None
-    chain = (id(CAUSE_OF(exc)), id(CONTEXT_OF(exc)), int(SUPPRESS_CONTEXT(exc)),
-             entry_identity(entries[len(entries) - depth] if depth else None))
-    if crossing[3] == chain:
-        return crossing[1], depth, crossing[0]
-    return None
+    since, tb = 0, TRACEBACK(exc)
+    while tb is not None and entry_identity(tb) != first:
+        since, tb = since + 1, tb.tb_next
+    if first is not None and tb is None:        # that entry is no longer in it
+        return None
+    return crossing[1], since, crossing[0]
 
 
 def describe_error(exc):
@@ -161,11 +160,10 @@ def describe_error(exc):
         # does, with the frames it has passed since (the first entries of
         # its traceback).  Raised again with another text or traceback,
         # or from another exception, it is described anew.
-        errorinfo, depth, errorstack = crossing
-        entries = sum(1 for _ in traceback.walk_tb(TRACEBACK(exc)))
+        errorinfo, entries_since, errorstack = crossing
         if errorinfo == message or errorinfo.startswith(message + "\n"):
             tail = errorinfo[len(message):]
-            since = user_frames(TRACEBACK(exc), entries - depth, inner=True)
+            since = user_frames(TRACEBACK(exc), entries_since, inner=True)
             if since:
                 tail += "\n    (passed through Python)\n" + since
             return message, ("PYTHON", name, text), tail, None, errorstack
