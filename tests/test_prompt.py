@@ -849,6 +849,46 @@ def test_ctrl_c_under_py_interact_ends_a_tcl_gets_stdin(prompt):
     assert prompt.before.replace("\r", "") == "\nafter interact\n"
 
 
+def test_ctrl_c_under_py_interact_stops_the_tcl_that_python_runs(prompt):
+    """Tcl that Python code at `py interact` runs (tclamp.tcl.eval): Ctrl-C
+    stopped nothing, since Python's handler waits for Tcl to return and
+    the prompt cancels no script under Python's prompt (its cancel would
+    unwind py interact too); the line hung.  Now that evaluation alone
+    stops (with a Tcl error that a catch there may take) and raises
+    KeyboardInterrupt; Python's prompt, the interpreter, a child
+    interpreter (Tcl's cancel marks children too) and the script that
+    opened the prompt go on.  A Python loop there still stops as at
+    Python's own prompt."""
+    prompt.sendline("interp create child; py interact; puts {after interact}")
+    prompt.expect_exact(">>> ")
+    prompt.sendline("import tclamp")
+    prompt.expect_exact(">>> ")
+    lines = ["print('started'.upper(), flush=True); exec('while True: pass')"] + [
+        f"tclamp.tcl.eval('puts [string toupper started]; flush stdout; {script}')"
+        for script in ["while 1 {}", "vwait forever", "after 600000", "while 1 {update}",
+                       "child eval {while 1 {}}", "py exec {while True: pass}",
+                       "catch {while 1 {}} caught; set ::caught $caught"]]
+    for n, line in enumerate(lines, 1):
+        prompt.sendline(line)
+        prompt.expect_exact("STARTED")        # the line runs (its echo has no capitals)
+        prompt.sendintr()
+        prompt.expect_exact(">>> ")
+        shown = prompt.before.replace("\r\n", "\n")
+        assert shown.splitlines()[-1] == "KeyboardInterrupt" and "TclError" not in shown, line
+        prompt.sendline("tclamp.tcl.eval('list [incr n] [child eval {incr n}]')")
+        prompt.expect_exact(">>> ")
+        assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == f"'{n} {n}'\n", line
+    # A catch in that Tcl takes the error, as `except BaseException` takes
+    # KeyboardInterrupt in Python; the call raises KeyboardInterrupt still.
+    prompt.sendline("tclamp.tcl.eval('set ::caught')")
+    prompt.expect_exact(">>> ")
+    assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == "'eval canceled'\n"
+    prompt.sendeof()
+    prompt.expect_exact("% ")
+    assert prompt.before.replace("\r", "") == "\nafter interact\n"
+    assert run(prompt, "list [incr n] [child eval {incr n}]") == f"{len(lines) + 1} {len(lines) + 1}"
+
+
 @pytest.mark.parametrize("python,script", [
     ('tclamp.tcl.eval("exit 3")', "puts [catch {py interact}]\nputs after\n"),
     ('tclamp.tcl.eval("proc f {} {exit 3}; f")', "puts [catch {py interact}]\nputs after\n"),

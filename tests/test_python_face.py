@@ -390,6 +390,105 @@ def test_cancel_from_another_thread_while_the_interpreter_goes():
         assert not interp.alive
 
 
+# Python code under Tcl that runs Tcl again: the nested evaluation that
+# Interp.interrupt (Ctrl-C under the tclamp prompt's py interact) stops.
+NESTED = """py exec {
+def nested(script):
+    try:
+        return tclamp.tcl.eval(script)
+    except KeyboardInterrupt:
+        return 'KeyboardInterrupt'
+}"""
+
+
+def nesting_interp():
+    interp = tclamp.Interp()
+    interp.eval("package require tclamp; py exec {import tclamp}; interp create child")
+    interp.eval(NESTED)
+    return interp
+
+
+def test_interrupt_stops_the_innermost_evaluation_alone_and_leaves_no_cancel():
+    """Interp.interrupt stops the innermost evaluation that Python started
+    (its call raises KeyboardInterrupt), and the Tcl around it goes on.
+    Tcl's cancel is one-shot and marks the children too: a mark that no
+    command looked at (sent as the evaluation ended) stopped the next
+    command of the Tcl that called Python, or of a child interpreter."""
+    interp = nesting_interp()
+    interp.create_command("interrupt", lambda: interp.interrupt())
+    assert interp.eval("list [py call nested {interrupt; set y 2}] [set after 1] "
+                       "[child eval {set a 1}]") == "KeyboardInterrupt 1 1"
+    # With only the outer evaluation running, interrupt(1) sends nothing.
+    interp.create_command("outside", lambda: interp.interrupt(1))
+    assert interp.eval("list [outside] [set after 2]") == "0 2"
+    assert interp.evaluations == 0 and not interp.interrupt()
+    assert interp.eval("list [set next ok] [child eval {set a 2}]") == "ok 2"
+
+
+def test_interrupt_from_another_thread_stops_a_nested_tcl_loop():
+    interp = nesting_interp()
+    done = threading.Event()
+
+    def stop():
+        try:
+            while interp.evaluations < 2 and not done.is_set():    # the outer one, the nested one
+                done.wait(0.01)
+            interp.interrupt(1)
+        finally:
+            if not done.wait(60):       # it did not stop: end the test, not hang it
+                interp.cancel()
+
+    thread = threading.Thread(target=stop)
+    thread.start()
+    try:
+        result = interp.eval("list [py call nested {while 1 {}}] [incr n]")
+    finally:
+        done.set()
+        thread.join()
+    assert result == "KeyboardInterrupt 1"
+    assert interp.eval("list [incr n] [child eval {incr n}]") == "2 1"
+
+
+def test_an_interrupt_as_a_nested_job_ends_never_stops_the_next():
+    """A Ctrl-C that comes just as the nested evaluation ends, after Tcl's
+    last look: its mark stopped the next command that ran (at the prompt,
+    Python's next line).  A thread that runs Python meanwhile makes the
+    end wait for the GIL, as it waits at the prompt while the watcher
+    thread sends the interrupt."""
+    interp = tclamp.Interp()
+    interp.eval("interp create child")
+    outcomes = set()
+
+    def jobs():
+        for n in range(300):
+            timer = threading.Timer(0.0005 * (n % 7), interp.interrupt, (1,))
+            timer.start()
+            try:
+                outcomes.add(interp.eval("after 1"))
+            except KeyboardInterrupt:
+                outcomes.add("KeyboardInterrupt")
+            finally:
+                timer.join()
+            assert interp.eval("list [set next ok] [child eval {set a ok}]") == "ok ok", n
+
+    done = threading.Event()
+
+    def spin():
+        while not done.is_set():
+            pass
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    threading.Thread(target=spin, daemon=True).start()
+    try:
+        interp.create_command("jobs", jobs)
+        assert interp.eval("list [jobs] [set after ok]") == "{} ok"
+    finally:
+        done.set()
+        sys.setswitchinterval(interval)
+    assert outcomes == {"", "KeyboardInterrupt"}
+
+
 @pytest.mark.parametrize("code, kind", [("raise KeyboardInterrupt", KeyboardInterrupt),
                                         ("import sys; sys.exit(3)", SystemExit)])
 def test_ctrl_c_and_exit_under_tcl_come_back_as_themselves(code, kind):

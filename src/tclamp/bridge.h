@@ -72,10 +72,12 @@
  * module declares that it needs the GIL (BRIDGE_INIT).  A port to a GIL-less
  * Python replaces each of these with locks or atomics of its own:
  *   - all_states (the list of InterpStates) and each state's refs, busy,
- *     delete_requested and cancel_sent: plain fields, read and written
- *     with the GIL held;
- *   - Interp_cancel against deletion: the GIL held throughout keeps the
- *     interpreter alive, since interp_deleted needs it to clear s->interp;
+ *     delete_requested, cancel_sent, evaluations and interrupted: plain
+ *     fields, read and written with the GIL held;
+ *   - Interp_cancel and Interp_interrupt against deletion: the GIL held
+ *     throughout keeps the interpreter alive, since interp_deleted needs
+ *     it to clear s->interp; and Interp_interrupt against the end of the
+ *     evaluation it stops, which takes back (with the GIL) what it sent;
  *   - handles_made (handle names) and handles_released (the process's
  *     end): plain counters and flags;
  *   - a state's handles, by_object, scripts and code caches, and every
@@ -211,6 +213,9 @@ struct InterpState {
     int busy;                   /* Tcl<->Python calls in progress */
     int delete_requested;       /* the Python object went; delete when idle */
     int cancel_sent;            /* Interp.cancel stopped an evaluation (GIL) */
+    int evaluations;            /* Python's eval, call, eval_file running here (GIL) */
+    int interrupted;            /* the one of them Interp.interrupt stopped, by
+                                   its depth (1: outermost); 0: none (GIL) */
     PyObject *handles;          /* "::py::objN" -> object (the one reference) */
     PyObject *by_object;        /* id(object) -> name: one handle per object */
     PyObject *scripts;          /* Interp.eval: script str -> its Tcl value (capsule),

@@ -495,16 +495,86 @@ usable_wanting(InterpObject *self, const char *method, PyObject *const *keywords
     return self->state;
 }
 
+/* Tcl_CancelEval marks the interpreter's children (at any depth) as well,
+   and a mark stays until that interpreter next looks: one that ran nothing
+   since would fail its next command.  Tcl_Canceled without flags takes a
+   mark down and leaves the result alone (an unwinding, `exit`'s, stays). */
+static void
+drop_cancel_marks(Tcl_Interp *interp)
+{
+    Tcl_Canceled(interp, 0);
+    if (Tcl_InterpDeleted(interp))
+        return;
+    Tcl_InterpState saved = Tcl_SaveInterpState(interp, TCL_OK);
+    Tcl_Obj *words[2] = {Tcl_NewStringObj("::interp", -1), Tcl_NewStringObj("children", -1)};
+    Tcl_Obj *names = NULL;
+    Tcl_IncrRefCount(words[0]);
+    Tcl_IncrRefCount(words[1]);
+    if (Tcl_EvalObjv(interp, 2, words, TCL_EVAL_GLOBAL) == TCL_OK)
+        Tcl_IncrRefCount(names = Tcl_GetObjResult(interp));
+    Tcl_RestoreInterpState(interp, saved);
+    Tcl_DecrRefCount(words[0]);
+    Tcl_DecrRefCount(words[1]);
+    Tcl_Size n;
+    Tcl_Obj **items;
+    if (names != NULL && Tcl_ListObjGetElements(NULL, names, &n, &items) == TCL_OK) {
+        for (Tcl_Size i = 0; i < n; i++) {
+            /* Tcl_GetChild reads a path, a list: the name as one element */
+            Tcl_Obj *path = Tcl_NewListObj(1, &items[i]);
+            Tcl_IncrRefCount(path);
+            Tcl_Interp *child = Tcl_GetChild(interp, Tcl_GetString(path));
+            Tcl_DecrRefCount(path);
+            if (child != NULL)
+                drop_cancel_marks(child);
+        }
+    }
+    if (names != NULL)
+        Tcl_DecrRefCount(names);
+}
+
+/* The end of an evaluation that Interp.interrupt stopped.  Tcl's cancel
+   (Tcl_CancelEval) reaches the interpreter as an async handler, and its
+   mark is one-shot: one that came after the evaluation's last look, or
+   that a catch took the error of and nothing looked again, would stop
+   the next command here (Python's next line, or the Tcl that called
+   Python).  The thread's ready handlers run now, and the marks go.  Then
+   the call raises what Ctrl-C raises: Python's pending SIGINT handler
+   runs now, as the call returns (the KeyboardInterrupt, not a TclError,
+   and not in whatever Python code runs next), or the KeyboardInterrupt
+   that Python code under Tcl raised came back as itself; else
+   KeyboardInterrupt. */
+static PyObject *
+interrupted_result(Tcl_Interp *interp, int code, int want)
+{
+    if (Tcl_AsyncReady())
+        Tcl_AsyncInvoke(NULL, TCL_OK);
+    drop_cancel_marks(interp);
+    if (PyErr_CheckSignals() < 0)
+        return NULL;
+    PyObject *result = eval_result(interp, code, want);
+    if (result == NULL && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt))
+        return NULL;
+    Py_XDECREF(result);
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    return NULL;
+}
+
 /* Runs Tcl work for Python at level 0; its result as `want` asks, or its
    error raised. */
 static inline PyObject *
 run_global(InterpState *s, TclWork work, int want)
 {
     Tcl_Interp *interp = s->interp;
-    int code;
+    int code, depth = ++s->evaluations;
     Tcl_Preserve(interp);
     code = run_tcl(s, work);
-    PyObject *result = eval_result(interp, code, want);
+    s->evaluations--;
+    PyObject *result;
+    if (s->interrupted == depth) {
+        s->interrupted = 0;
+        result = interrupted_result(interp, code, want);
+    } else
+        result = eval_result(interp, code, want);
     Tcl_Release(interp);
     tcl_done(s);
     return result;
@@ -747,6 +817,13 @@ Interp_get_alive(InterpObject *self, void *unused)
 }
 
 static PyObject *
+Interp_get_evaluations(InterpObject *self, void *unused)
+{
+    InterpState *s = self->state;
+    return PyLong_FromLong(s != NULL ? s->evaluations : 0);
+}
+
+static PyObject *
 Interp_get_handle_count(InterpObject *self, void *unused)
 {
     InterpState *s = self->state;
@@ -879,6 +956,29 @@ Interp_cancel(InterpObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Ctrl-C for Python code that waits in Tcl (under the tclamp prompt's
+   `py interact`): stops the innermost evaluation that Python started here,
+   if more than `outside` run, and nothing around it.  Tcl's cancel without
+   TCL_CANCEL_UNWIND (`interp cancel`): one error, which ends what that
+   evaluation runs unless a catch there takes it; the call that started it
+   raises KeyboardInterrupt (interrupted_result).  Any thread may ask; with
+   the GIL held throughout, it comes before that evaluation's end, which
+   takes back what reached Tcl too late, or after it, and then sends
+   nothing.  Whether it sent one. */
+static PyObject *
+Interp_interrupt(InterpObject *self, PyObject *args)
+{
+    int outside = 0;
+    if (!PyArg_ParseTuple(args, "|i:interrupt", &outside))
+        return NULL;
+    InterpState *s = self->state;
+    if (s == NULL || s->interp == NULL || s->thread == NULL || s->evaluations <= outside)
+        Py_RETURN_FALSE;
+    s->interrupted = s->evaluations;
+    Tcl_CancelEval(s->interp, NULL, NULL, 0);
+    Py_RETURN_TRUE;
+}
+
 static PyObject *
 Interp_handle_names(InterpObject *self, PyObject *unused)
 {
@@ -902,6 +1002,10 @@ Interp_handle_name(InterpObject *self, PyObject *obj)
 static PyMethodDef Interp_methods[] = {
     {"cancel", (PyCFunction)Interp_cancel, METH_NOARGS,
      "cancel(): stop the evaluation running in this interpreter (from any thread)"},
+    {"interrupt", (PyCFunction)Interp_interrupt, METH_VARARGS,
+     "interrupt(outside=0) -> bool: Ctrl-C for Python code that waits in Tcl: the innermost "
+     "evaluation Python started here, if more than `outside` run, stops with a Tcl error "
+     "(a catch may catch it) and its call raises KeyboardInterrupt (from any thread)"},
     {"handle_names", (PyCFunction)Interp_handle_names, METH_NOARGS,
      "handle_names() -> list: the names of the live object handles, oldest first"},
     {"keep_in_scope", (PyCFunction)Interp_keep_in_scope, METH_O,
@@ -940,6 +1044,8 @@ static PyMethodDef Interp_methods[] = {
 static PyGetSetDef Interp_getset[] = {
     {"alive", (getter)Interp_get_alive, NULL, "whether the Tcl interpreter still exists", NULL},
     {"handle_count", (getter)Interp_get_handle_count, NULL, "number of live object handles", NULL},
+    {"evaluations", (getter)Interp_get_evaluations, NULL,
+     "how many of Python's eval, call and eval_file run in it now (nested ones each count)", NULL},
     {NULL}
 };
 

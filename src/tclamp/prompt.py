@@ -59,7 +59,11 @@ class Evaluator:
     through Python's wakeup fd instead.  While Python code of the script runs,
     the handler cancels before it raises KeyboardInterrupt there, so that a
     `catch` around that code cannot go on.  Under `py interact` Ctrl-C is
-    Python's alone, as at its own prompt."""
+    Python's, as at its own prompt: Python code there gets the
+    KeyboardInterrupt, and Tcl that it runs (tclamp.tcl.eval) is stopped
+    alone (Interp.interrupt), with an error that a `catch` in it may catch
+    as Python's `except BaseException` catches KeyboardInterrupt; the
+    script that opened the prompt goes on."""
 
     def __init__(self, interp):
         self.interp = interp
@@ -68,7 +72,9 @@ class Evaluator:
         self.canceled = False      # ... and Ctrl-C cancelled it
         self.interrupted = False   # the last script was stopped by Ctrl-C
         self.exit_code = None      # set by `exit`
-        self.python_prompts = 0    # `py interact`s running in the script
+        # The `py interact`s running in the script, innermost last: how many
+        # evaluations Python had started in the interpreter when each began
+        self.python_prompts = []
         interp.create_command("::tclamp::prompt::exit", self.exit)
         interp.create_command("::py::interact", self.interact)
         interp.eval(EXIT)
@@ -84,10 +90,13 @@ class Evaluator:
 
     def cancel_running(self):
         """Cancels the running script, once, unless Python's prompt runs in
-        it, and ends a `gets stdin` it waits in (under Python's prompt, the
+        it (then stops the Tcl that code typed there runs, each time), and
+        ends a `gets stdin` it waits in (under Python's prompt, the
         KeyboardInterrupt then comes); whether one was running."""
         with self.lock:
-            if self.running and not self.python_prompts and not self.canceled:
+            if self.python_prompts:
+                self.interp.interrupt(self.python_prompts[-1])
+            elif self.running and not self.canceled:
                 self.canceled = True
                 self.cancel()
             if self.running:
@@ -109,7 +118,7 @@ class Evaluator:
         """py interact, where Ctrl-C is Python's own: its console takes the
         KeyboardInterrupt, and the Tcl command that opened it goes on."""
         with self.lock:
-            self.python_prompts += 1
+            self.python_prompts.append(self.interp.evaluations)
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         evaluator = self
 
@@ -134,7 +143,7 @@ class Evaluator:
         finally:
             signal.signal(signal.SIGINT, previous)
             with self.lock:
-                self.python_prompts -= 1
+                self.python_prompts.pop()
 
     def exit(self, code):
         self.exit_code = int(code)
