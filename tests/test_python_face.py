@@ -5,6 +5,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import torch
@@ -302,6 +303,30 @@ def test_cancel_with_nothing_running_stops_nothing():
     assert (info.value.result, info.value.errorcode) == (
         "eval unwound", "TCL CANCEL IUNWIND {eval unwound}")
     assert interp.eval("expr {6 * 7}") == "42"
+
+
+def test_a_cancel_leaves_the_child_interpreters_usable():
+    """Tcl's cancel marks every child interpreter too, and a child that ran
+    nothing since failed each later command with `eval unwound` (at the
+    tclamp prompt: `interp create c`, a loop stopped by Ctrl-C, then any
+    `c eval`)."""
+    interp = tclamp.Interp()
+    interp.eval("interp create c; interp create {c d}")
+
+    def cancel_once_running():
+        while interp.evaluations == 0:
+            time.sleep(0.01)
+        interp.cancel()
+
+    canceller = threading.Thread(target=cancel_once_running)
+    canceller.start()
+    with pytest.raises(TclError, match="^eval unwound$"):
+        interp.eval("while 1 {}")
+    canceller.join()
+    assert interp.eval("c eval {set a 1}") == "1"
+    assert interp.eval("c eval {set a 2}") == "2"
+    assert interp.eval("interp eval {c d} {set b 3}") == "3"
+    assert interp.eval("c eval {d eval {set b 4}}") == "4"
 
 
 def test_a_cancel_as_a_job_ends_never_stops_the_next():

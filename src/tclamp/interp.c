@@ -385,6 +385,43 @@ run_tcl(InterpState *s, TclWork w)
     return w.code;
 }
 
+/* Tcl_CancelEval marks the interpreter's children (at any depth) as well,
+   and a mark stays until that interpreter next looks: one that ran nothing
+   since would fail its next command.  Tcl_Canceled without flags takes a
+   mark down and leaves the result alone (an unwinding, `exit`'s, stays). */
+static void
+drop_cancel_marks(Tcl_Interp *interp)
+{
+    Tcl_Canceled(interp, 0);
+    if (Tcl_InterpDeleted(interp))
+        return;
+    Tcl_InterpState saved = Tcl_SaveInterpState(interp, TCL_OK);
+    Tcl_Obj *words[2] = {Tcl_NewStringObj("::interp", -1), Tcl_NewStringObj("children", -1)};
+    Tcl_Obj *names = NULL;
+    Tcl_IncrRefCount(words[0]);
+    Tcl_IncrRefCount(words[1]);
+    if (Tcl_EvalObjv(interp, 2, words, TCL_EVAL_GLOBAL) == TCL_OK)
+        Tcl_IncrRefCount(names = Tcl_GetObjResult(interp));
+    Tcl_RestoreInterpState(interp, saved);
+    Tcl_DecrRefCount(words[0]);
+    Tcl_DecrRefCount(words[1]);
+    Tcl_Size n;
+    Tcl_Obj **items;
+    if (names != NULL && Tcl_ListObjGetElements(NULL, names, &n, &items) == TCL_OK) {
+        for (Tcl_Size i = 0; i < n; i++) {
+            /* Tcl_GetChild reads a path, a list: the name as one element */
+            Tcl_Obj *path = Tcl_NewListObj(1, &items[i]);
+            Tcl_IncrRefCount(path);
+            Tcl_Interp *child = Tcl_GetChild(interp, Tcl_GetString(path));
+            Tcl_DecrRefCount(path);
+            if (child != NULL)
+                drop_cancel_marks(child);
+        }
+    }
+    if (names != NULL)
+        Tcl_DecrRefCount(names);
+}
+
 /* A cancel that reached Tcl as its evaluation ended would stop the next
    one: a command of its own takes it, and the interpreter's result and
    error state are as they were.  Tcl lifts a cancel as a command it called
@@ -403,6 +440,7 @@ drop_stale_cancel(InterpState *s)
         Tcl_EvalObjv(s->interp, 1, &command, TCL_EVAL_GLOBAL);
     Tcl_DecrRefCount(command);
     Tcl_RestoreInterpState(s->interp, saved);
+    drop_cancel_marks(s->interp);   /* the children's: Tcl marked them too */
 }
 
 /* After Tcl ran: the caller's result is read; then deferred deletions. */
@@ -493,43 +531,6 @@ usable_wanting(InterpObject *self, const char *method, PyObject *const *keywords
     if (parse_result_keyword(method, keywords, kwnames, want) < 0 || check_usable(self->state) < 0)
         return NULL;
     return self->state;
-}
-
-/* Tcl_CancelEval marks the interpreter's children (at any depth) as well,
-   and a mark stays until that interpreter next looks: one that ran nothing
-   since would fail its next command.  Tcl_Canceled without flags takes a
-   mark down and leaves the result alone (an unwinding, `exit`'s, stays). */
-static void
-drop_cancel_marks(Tcl_Interp *interp)
-{
-    Tcl_Canceled(interp, 0);
-    if (Tcl_InterpDeleted(interp))
-        return;
-    Tcl_InterpState saved = Tcl_SaveInterpState(interp, TCL_OK);
-    Tcl_Obj *words[2] = {Tcl_NewStringObj("::interp", -1), Tcl_NewStringObj("children", -1)};
-    Tcl_Obj *names = NULL;
-    Tcl_IncrRefCount(words[0]);
-    Tcl_IncrRefCount(words[1]);
-    if (Tcl_EvalObjv(interp, 2, words, TCL_EVAL_GLOBAL) == TCL_OK)
-        Tcl_IncrRefCount(names = Tcl_GetObjResult(interp));
-    Tcl_RestoreInterpState(interp, saved);
-    Tcl_DecrRefCount(words[0]);
-    Tcl_DecrRefCount(words[1]);
-    Tcl_Size n;
-    Tcl_Obj **items;
-    if (names != NULL && Tcl_ListObjGetElements(NULL, names, &n, &items) == TCL_OK) {
-        for (Tcl_Size i = 0; i < n; i++) {
-            /* Tcl_GetChild reads a path, a list: the name as one element */
-            Tcl_Obj *path = Tcl_NewListObj(1, &items[i]);
-            Tcl_IncrRefCount(path);
-            Tcl_Interp *child = Tcl_GetChild(interp, Tcl_GetString(path));
-            Tcl_DecrRefCount(path);
-            if (child != NULL)
-                drop_cancel_marks(child);
-        }
-    }
-    if (names != NULL)
-        Tcl_DecrRefCount(names);
 }
 
 /* The end of an evaluation that Interp.interrupt stopped.  Tcl's cancel
