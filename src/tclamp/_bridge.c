@@ -1096,16 +1096,15 @@ dict_str(Tcl_Obj *dict, const char *key)
 /* A Python exception (not a TclError) whose error came back to Python
    through Tcl keeps what its error had there, under this key of its own
    __dict__: (-errorstack, -errorinfo, (the ids of its __cause__ and
-   __context__, __suppress_context__, and its traceback's first entry
-   then: entry_identity)).  When it goes on
-   into Tcl again, its errorInfo goes on from there, unless it was raised
-   from or while handling another since, or with another traceback
-   (with_traceback: its entries then are no longer the last of it), and
-   the frames it left begin -errorstack, as a TclError's do
-   (errors.crossed_tcl says which); then the key goes (the same object
-   raised again later, from elsewhere, left no such frames).  The dict is
-   read and written as it is, so that no attribute code of the exception's
-   class runs (it may fail, or run Tcl). */
+   __context__, __suppress_context__, and its traceback's first entry then:
+   entry_identity)).  When it goes on into Tcl again, its errorInfo goes on
+   from there, unless it was raised from or while handling another since,
+   or with another traceback (with_traceback: its entries then are no
+   longer the last of it), and the frames it left begin -errorstack, as a
+   TclError's do (errors.crossed_tcl says which); then the key goes (the
+   same object raised again later, from elsewhere, left no such frames).
+   The dict is read and written as it is, so that no attribute code of the
+   exception's class runs (it may fail, or run Tcl). */
 #define CROSSING_KEY "__tcl_crossing__"
 
 /* A traceback entry by its id, its code's and its last instruction (as
