@@ -223,6 +223,22 @@ def test_ctrl_c_stops_a_tcl_loop_and_a_vwait(prompt):
     assert run(prompt, "expr {6 * 7}") == "42"          # the interpreter goes on
 
 
+def test_ctrl_c_leaves_every_child_interpreter_usable(prompt):
+    """Tcl's cancel marks the children at every depth; after Ctrl-C the
+    grandchild `{c d}` failed each command sent to it with `eval unwound`
+    (the take-down of the marks stopped at the children)."""
+    run(prompt, "interp create c; c eval {interp create d; interp create e}")
+    prompt.sendline("puts [string toupper started]; while 1 {}")
+    prompt.expect_exact("STARTED")
+    prompt.sendintr()
+    prompt.expect_exact("% ")
+    assert prompt.before.replace("\r\n", "\n").strip().endswith("interrupted")
+    assert run(prompt, "interp eval {c d} {incr n}") == "1"
+    assert run(prompt, "interp eval {c d} {incr n}") == "2"
+    assert run(prompt, "c eval {e eval {incr n}}") == "1"
+    assert run(prompt, "c eval {incr n}") == "1"
+
+
 def test_ctrl_c_stops_a_gets_stdin_and_stdin_reads_on(prompt):
     """Tcl's own stdin reads again after a signal: the prompt's stdin ends
     a blocking read that Ctrl-C came for, and otherwise is Tcl's (the

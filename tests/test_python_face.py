@@ -329,6 +329,86 @@ def test_a_cancel_leaves_the_child_interpreters_usable():
     assert interp.eval("c eval {d eval {set b 4}}") == "4"
 
 
+def cancel_a_loop(interp, stop=None):
+    """Runs `while 1 {}` in interp and stops it from another thread, with
+    Interp.cancel, or with `stop`; what the evaluation raised."""
+    def stop_once_running():
+        while interp.evaluations == 0:
+            time.sleep(0.01)
+        (stop or interp.cancel)()
+
+    stopper = threading.Thread(target=stop_once_running)
+    stopper.start()
+    try:
+        interp.eval("while 1 {}")
+    except BaseException as error:     # TclError, KeyboardInterrupt
+        return error
+    finally:
+        stopper.join()
+
+
+def test_a_cancel_leaves_the_grandchildren_usable_too():
+    """The children's marks were taken down by running `interp children` in
+    each child: there Tcl's unwinding mark (which Tcl_Canceled leaves up)
+    failed that command, so the grandchildren were never reached, and
+    `interp eval {c d}` failed with `eval unwound`, again and again."""
+    interp = tclamp.Interp()
+    interp.eval("interp create c; interp create {c d}; interp create {c d e}")
+    error = cancel_a_loop(interp)
+    assert isinstance(error, TclError) and str(error) == "eval unwound"
+    assert interp.eval("interp eval {c d} {set b 1}") == "1"
+    assert interp.eval("interp eval {c d} {set b 2}") == "2"
+    assert interp.eval("interp eval {c d e} {set b 3}") == "3"
+    assert interp.eval("c eval {set a 1}") == "1"
+
+
+@pytest.mark.parametrize("stop", ["cancel", "interrupt"])
+def test_taking_down_the_cancel_marks_runs_no_code_of_a_child(stop):
+    """The take-down ran `::interp children` in each child, where the child's
+    own code could answer: a safe child (untrusted code) that redefined
+    `interp`, or traced it, ran there after Interp.interrupt, so it could
+    hang the call for good (`proc interp args {while 1 {}}`), recurse
+    without end (an `interp` that makes a new child each time), or delete
+    itself through an alias as it ran (Tcl panics: `DeleteInterpProc called
+    with active evals`).  The children are found from the interpreter
+    itself now, and no command of theirs runs."""
+    interp = tclamp.Interp()
+    interp.eval("""interp create -safe s
+        s eval {
+            interp create d
+            rename interp real
+            proc interp args {incr ::walked; real {*}$args}
+            proc traced args {incr ::traced}
+            trace add execution real enter traced
+        }""")
+    error = cancel_a_loop(interp, interp.cancel if stop == "cancel" else interp.interrupt)
+    assert isinstance(error, TclError if stop == "cancel" else KeyboardInterrupt), repr(error)
+    assert interp.eval("s eval {list [info exists walked] [info exists traced]}") == "0 0"
+    assert interp.eval("interp eval {s d} {set b 1}") == "1"
+
+
+def test_a_child_that_deletes_itself_when_asked_for_its_children_is_no_crash():
+    """Tcl panicked (abort) when the take-down after Interp.interrupt ran
+    the child's `interp`, and that deleted the child through an alias."""
+    script = """if 1:
+        import threading, time, tclamp
+        interp = tclamp.Interp()
+        interp.eval("interp create s; interp alias s kill {} interp delete s;"
+                    "s eval {rename interp real; proc interp args {kill; return}}")
+        def stop():
+            while interp.evaluations == 0:
+                time.sleep(0.01)
+            interp.interrupt()
+        threading.Thread(target=stop).start()
+        try:
+            interp.eval("while 1 {}")
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt", interp.eval("interp children"))
+        """
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout) == (0, "KeyboardInterrupt s\n"), r.stderr
+
+
 def test_a_cancel_as_a_job_ends_never_stops_the_next():
     """A watchdog whose timer fires just as its job ends."""
     interp = tclamp.Interp()

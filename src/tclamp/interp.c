@@ -385,41 +385,85 @@ run_tcl(InterpState *s, TclWork w)
     return w.code;
 }
 
+/* Takes down a descendant's cancel mark.  Tcl_Canceled without flags takes
+   down a cancel's and leaves the result alone; an unwinding's
+   (TCL_CANCEL_UNWIND) outlives it, and an evaluation that ends at level 0
+   takes it down: an empty command, which calls no command (the mark
+   stops it first), and so runs none of the child's code. */
+static void
+drop_child_mark(Tcl_Interp *child)
+{
+    Tcl_Canceled(child, 0);
+    if (Tcl_Canceled(child, TCL_CANCEL_UNWIND) == TCL_OK || Tcl_InterpActive(child)
+            || Tcl_InterpDeleted(child))
+        return;
+    Tcl_Preserve(child);
+    Tcl_InterpState saved = Tcl_SaveInterpState(child, TCL_OK);
+    Tcl_EvalObjv(child, 0, NULL, 0);
+    Tcl_RestoreInterpState(child, saved);
+    Tcl_Release(child);
+}
+
 /* Tcl_CancelEval marks the interpreter's children (at any depth) as well,
    and a mark stays until that interpreter next looks: one that ran nothing
    since would fail its next command.  Tcl_Canceled without flags takes a
-   mark down and leaves the result alone (an unwinding, `exit`'s, stays). */
+   mark down and leaves the result alone (an unwinding, `exit`'s, stays).
+   The descendants are found by this interpreter's `interp children`, given
+   each one's path, not by theirs: a child's own `interp` may be redefined
+   or traced (a safe child's code is untrusted), and running it here could
+   hang, recurse without end, or delete the child as it ran. */
 static void
 drop_cancel_marks(Tcl_Interp *interp)
 {
     Tcl_Canceled(interp, 0);
     if (Tcl_InterpDeleted(interp))
         return;
-    Tcl_InterpState saved = Tcl_SaveInterpState(interp, TCL_OK);
-    Tcl_Obj *words[2] = {Tcl_NewStringObj("::interp", -1), Tcl_NewStringObj("children", -1)};
-    Tcl_Obj *names = NULL;
-    Tcl_IncrRefCount(words[0]);
-    Tcl_IncrRefCount(words[1]);
-    if (Tcl_EvalObjv(interp, 2, words, TCL_EVAL_GLOBAL) == TCL_OK)
-        Tcl_IncrRefCount(names = Tcl_GetObjResult(interp));
-    Tcl_RestoreInterpState(interp, saved);
-    Tcl_DecrRefCount(words[0]);
-    Tcl_DecrRefCount(words[1]);
-    Tcl_Size n;
-    Tcl_Obj **items;
-    if (names != NULL && Tcl_ListObjGetElements(NULL, names, &n, &items) == TCL_OK) {
-        for (Tcl_Size i = 0; i < n; i++) {
-            /* Tcl_GetChild reads a path, a list: the name as one element */
-            Tcl_Obj *path = Tcl_NewListObj(1, &items[i]);
-            Tcl_IncrRefCount(path);
-            Tcl_Interp *child = Tcl_GetChild(interp, Tcl_GetString(path));
-            Tcl_DecrRefCount(path);
-            if (child != NULL)
-                drop_cancel_marks(child);
+    Tcl_Obj *paths = Tcl_NewListObj(0, NULL);      /* to visit, in order */
+    Tcl_Obj *words[3] = {Tcl_NewStringObj("::interp", -1), Tcl_NewStringObj("children", -1),
+                         Tcl_NewObj()};
+    Tcl_IncrRefCount(paths);
+    for (int i = 0; i < 3; i++)
+        Tcl_IncrRefCount(words[i]);
+    Tcl_ListObjAppendElement(NULL, paths, words[2]);      /* {}: the interpreter */
+    Tcl_Size visited = 0, count;
+    while (Tcl_ListObjLength(NULL, paths, &count) == TCL_OK && visited < count) {
+        Tcl_Obj *path;
+        Tcl_ListObjIndex(NULL, paths, visited++, &path);
+        Tcl_IncrRefCount(path);
+        Tcl_DecrRefCount(words[2]);
+        words[2] = path;
+        Tcl_InterpState saved = Tcl_SaveInterpState(interp, TCL_OK);
+        Tcl_Obj *names = NULL;
+        if (Tcl_EvalObjv(interp, 3, words, TCL_EVAL_GLOBAL) == TCL_OK)
+            Tcl_IncrRefCount(names = Tcl_GetObjResult(interp));
+        Tcl_RestoreInterpState(interp, saved);
+        if (Tcl_InterpDeleted(interp)) {
+            if (names != NULL)
+                Tcl_DecrRefCount(names);
+            break;
         }
+        Tcl_Size n;
+        Tcl_Obj **items;
+        if (names != NULL && Tcl_ListObjGetElements(NULL, names, &n, &items) == TCL_OK) {
+            for (Tcl_Size i = 0; i < n; i++) {
+                Tcl_Obj *child_path = Tcl_DuplicateObj(path);
+                Tcl_IncrRefCount(child_path);
+                Tcl_Interp *child = NULL;
+                if (Tcl_ListObjAppendElement(NULL, child_path, items[i]) == TCL_OK)
+                    child = Tcl_GetChild(interp, Tcl_GetString(child_path));
+                if (child != NULL) {
+                    drop_child_mark(child);
+                    Tcl_ListObjAppendElement(NULL, paths, child_path);
+                }
+                Tcl_DecrRefCount(child_path);
+            }
+        }
+        if (names != NULL)
+            Tcl_DecrRefCount(names);
     }
-    if (names != NULL)
-        Tcl_DecrRefCount(names);
+    for (int i = 0; i < 3; i++)
+        Tcl_DecrRefCount(words[i]);
+    Tcl_DecrRefCount(paths);
 }
 
 /* A cancel that reached Tcl as its evaluation ended would stop the next
