@@ -530,6 +530,19 @@ def test_interrupt_stops_the_innermost_evaluation_alone_and_leaves_no_cancel():
     assert interp.eval("list [set next ok] [child eval {set a 2}]") == "ok 2"
 
 
+def test_an_interrupt_with_nothing_running_sends_nothing_whatever_outside_says():
+    """interrupt(outside) with outside below 0 and nothing running sent
+    Tcl's cancel to an idle interpreter (and said it had): the next,
+    unrelated, evaluation failed with `eval canceled`."""
+    interp = tclamp.Interp()
+    assert interp.interrupt(-1) is False
+    assert interp.eval("set a 1") == "1"
+    interp.create_command("inner", lambda: interp.interrupt(-5))
+    with pytest.raises(KeyboardInterrupt):      # one runs: it stops
+        interp.eval("inner; set b 2")
+    assert interp.eval("set a 2") == "2"
+
+
 def test_interrupt_from_another_thread_stops_a_nested_tcl_loop():
     interp = nesting_interp()
     done = threading.Event()

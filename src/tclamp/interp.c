@@ -1017,7 +1017,10 @@ Interp_interrupt(InterpObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "|i:interrupt", &outside))
         return NULL;
     InterpState *s = self->state;
-    if (s == NULL || s->interp == NULL || s->thread == NULL || s->evaluations <= outside)
+    /* none running: nothing to stop, whatever `outside` says (a cancel sent
+       to an idle interpreter would stop its next command) */
+    if (s == NULL || s->interp == NULL || s->thread == NULL || s->evaluations <= outside
+            || s->evaluations == 0)
         Py_RETURN_FALSE;
     s->interrupted = s->evaluations;
     Tcl_CancelEval(s->interp, NULL, NULL, 0);
