@@ -905,6 +905,50 @@ def test_ctrl_c_under_py_interact_stops_the_tcl_that_python_runs(prompt):
     assert run(prompt, "list [incr n] [child eval {incr n}]") == f"{len(lines) + 1} {len(lines) + 1}"
 
 
+def test_ctrl_c_under_a_child_interpreter_s_py_interact_is_python_s_too(prompt):
+    """A child interpreter with tclamp of its own has its own `py interact`,
+    which the prompt did not know: Ctrl-C idle at its `>>>` cancelled the
+    whole script (with unwinding), so each later line there that ran Tcl
+    failed with `eval unwound`, and Tcl that a line ran could not be
+    stopped alone.  Now it is as under the interpreter's own py interact."""
+    run(prompt, "interp create child; child eval [list set auto_path $auto_path]")
+    prompt.sendline("child eval {package require tclamp; py interact}; puts {after interact}")
+    prompt.expect_exact(">>> ")
+    prompt.sendline("import tclamp")
+    prompt.expect_exact(">>> ")
+    prompt.sendintr()                       # idle: Python's prompt takes it
+    prompt.expect_exact(">>> ")
+    prompt.sendline("tclamp.tcl.eval('puts [string toupper started]; flush stdout; while 1 {}')")
+    prompt.expect_exact("STARTED")
+    prompt.sendintr()
+    prompt.expect_exact(">>> ")
+    shown = prompt.before.replace("\r\n", "\n")
+    assert shown.splitlines()[-1] == "KeyboardInterrupt" and "TclError" not in shown
+    prompt.sendline("tclamp.tcl.eval('incr n')")
+    prompt.expect_exact(">>> ")
+    assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == "'1'\n"
+    prompt.sendeof()
+    prompt.expect_exact("% ")
+    assert prompt.before.replace("\r", "") == "\nafter interact\n"
+    assert run(prompt, "child eval {incr n}") == "2"
+
+
+def test_py_interact_of_another_thread_s_interpreter_at_the_prompt(prompt):
+    """The prompt's py interact (which sets Python's SIGINT handler, a thing
+    only the main thread may do) is not the one of a Thread package's
+    interpreter: that one is the plain one."""
+    run(prompt, "package require Thread; set t [thread::create];"
+                " thread::send $t [list set auto_path $auto_path]")
+    prompt.sendline("thread::send $t {package require tclamp; py interact}; puts {after interact}")
+    prompt.expect_exact(">>> ")
+    prompt.sendline("print(6 * 7)")
+    prompt.expect_exact(">>> ")
+    assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == "42\n"
+    prompt.sendeof()
+    prompt.expect_exact("% ")
+    assert prompt.before.replace("\r", "") == "\nafter interact\n"
+
+
 @pytest.mark.parametrize("python,script", [
     ('tclamp.tcl.eval("exit 3")', "puts [catch {py interact}]\nputs after\n"),
     ('tclamp.tcl.eval("proc f {} {exit 3}; f")', "puts [catch {py interact}]\nputs after\n"),

@@ -50,9 +50,19 @@ def py_import(*args):
     return name
 
 
-def py_interact(*args, console_type=code.InteractiveConsole):
+# The tclamp prompt's py interact (prompt.Evaluator.interact), which
+# every interpreter's `py interact` runs while it is set: a child
+# interpreter's too, where Ctrl-C must be Python's as in the prompt's own.
+interact_hook = None
+
+
+def py_interact(*args, console_type=None):
     """py interact: Python's own prompt, reading stdin, in __main__ (where
     py eval and py exec run), until end of file; then back to Tcl."""
+    if console_type is None:
+        if interact_hook is not None:
+            return interact_hook(*args)
+        console_type = code.InteractiveConsole
     if args:
         raise wrong_args("py interact")
     console = console_type(_main_namespace(), filename="<py interact>")

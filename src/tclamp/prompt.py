@@ -26,7 +26,7 @@ import sys
 import threading
 from pathlib import Path
 
-from . import _bridge
+from . import _bridge, bridge
 from .bridge import py_interact, tcl_name
 from .errors import TclError, crossed_tcl, describe_error
 
@@ -72,11 +72,12 @@ class Evaluator:
         self.canceled = False      # ... and Ctrl-C cancelled it
         self.interrupted = False   # the last script was stopped by Ctrl-C
         self.exit_code = None      # set by `exit`
-        # The `py interact`s running in the script, innermost last: how many
-        # evaluations Python had started in the interpreter when each began
+        # The `py interact`s running in the script, innermost last: the
+        # interpreter each runs in (this one or a child with tclamp of its
+        # own), and how many evaluations Python had started there as it began
         self.python_prompts = []
         interp.create_command("::tclamp::prompt::exit", self.exit)
-        interp.create_command("::py::interact", self.interact)
+        bridge.interact_hook = self.interact    # every interpreter's py interact
         interp.eval(EXIT)
         _bridge.interruptible_stdin()
         reader, self.wakeup = socket.socketpair()
@@ -95,7 +96,8 @@ class Evaluator:
         KeyboardInterrupt then comes); whether one was running."""
         with self.lock:
             if self.python_prompts:
-                self.interp.interrupt(self.python_prompts[-1])
+                interp, outside = self.python_prompts[-1]
+                interp.interrupt(outside)
             elif self.running and not self.canceled:
                 self.canceled = True
                 self.cancel()
@@ -116,9 +118,14 @@ class Evaluator:
 
     def interact(self, *args):
         """py interact, where Ctrl-C is Python's own: its console takes the
-        KeyboardInterrupt, and the Tcl command that opened it goes on."""
+        KeyboardInterrupt, and the Tcl command that opened it goes on.
+        Another thread's (a Thread package interpreter with tclamp) is the
+        plain one: Ctrl-C, and signal handlers, are the main thread's."""
+        if threading.current_thread() is not threading.main_thread():
+            return py_interact(*args, console_type=code.InteractiveConsole)
+        interp = _bridge.current()      # whose py interact this is
         with self.lock:
-            self.python_prompts.append(self.interp.evaluations)
+            self.python_prompts.append((interp, interp.evaluations))
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
         evaluator = self
 
