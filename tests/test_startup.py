@@ -106,6 +106,25 @@ def test_a_python_named_without_a_slash_and_not_on_path(tclsh, tmp_path):
              "(hello from a shell script)", "TCLAMP PYTHON_START", "", "alive"]
 
 
+def test_a_path_entry_beginning_with_a_tilde_is_a_name_as_the_os_takes_it(tclsh, tmp_path):
+    """A PATH entry is a directory name as exec takes it: ~/bin is a
+    directory named ~ (in the current directory), not the home directory's
+    bin.  Tcl 8.6's file commands read a leading ~ as the home directory:
+    load.tcl checked and probed ~/bin/python in the home directory, and the
+    bridge then started the literal path (or failed: not an executable
+    file), not the one checked."""
+    python = Path(sys.executable)
+    home_bin = tmp_path / "home" / "bin"
+    home_bin.mkdir(parents=True)
+    talker = home_bin / python.name
+    talker.write_text("#!/bin/sh\necho 'hello from a shell script'\n")
+    talker.chmod(0o755)
+    r = tclsh("package require tclamp\npy import sys\nputs [py eval sys.executable]\n",
+              TCLAMP_PYTHON=python.name, HOME=str(tmp_path / "home"),
+              PATH=f"~/bin:{python.parent}:/usr/bin:/bin")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"{python}\n", "")
+
+
 def test_tclamp_python_keeps_its_own_path_ahead_of_the_index_environment(tclsh, tmp_path):
     """The index's package sits in another environment's site-packages than
     the Python TCLAMP_PYTHON picks: tclamp comes from there (the Python

@@ -83,7 +83,12 @@ if {$running ne ""} {
     if {[string first / $python] < 0} {
         set found ""
         foreach place [split [expr {[info exists ::env(PATH)] ? $::env(PATH) : ""}] :] {
-            set candidate [file join [pwd] $place $python]
+            # A leading ~ is a name, as exec takes it (Tcl 8.6's file
+            # commands would read it as the home directory, which the
+            # bridge then would not start).
+            set candidate [file join [pwd] {*}[lmap part [list $place $python] {
+                expr {[string match ~* $part] ? "./$part" : $part}
+            }]]
             if {[file isfile $candidate] && [file executable $candidate]} {
                 set found $candidate
                 break
