@@ -1096,34 +1096,29 @@ dict_str(Tcl_Obj *dict, const char *key)
 /* A Python exception (not a TclError) whose error came back to Python
    through Tcl keeps what its error had there, under this key of its own
    __dict__: (-errorstack, -errorinfo, (the ids of its __cause__ and
-   __context__, __suppress_context__, and its traceback's first entry then:
-   entry_identity)).  When it goes on into Tcl again, its errorInfo goes on
-   from there, unless it was raised from or while handling another since,
-   or with another traceback (with_traceback: its entries then are no
-   longer the last of it), and the frames it left begin -errorstack, as a
-   TclError's do (errors.crossed_tcl says which); then the key goes (the
-   same object raised again later, from elsewhere, left no such frames).
-   The dict is read and written as it is, so that no attribute code of the
-   exception's class runs (it may fail, or run Tcl). */
+   __context__, __suppress_context__, and its traceback's first entry
+   then, held: held_entry)).  When it goes on
+   into Tcl again, its errorInfo goes on from there, unless it was raised
+   from or while handling another since, or with another traceback
+   (with_traceback: its entries then are no longer the last of it), and
+   the frames it left begin -errorstack, as a TclError's do
+   (errors.crossed_tcl says which); then the key goes (the same object
+   raised again later, from elsewhere, left no such frames).  The dict is
+   read and written as it is, so that no attribute code of the exception's
+   class runs (it may fail, or run Tcl). */
 #define CROSSING_KEY "__tcl_crossing__"
 
-/* A traceback entry by its id, its code's and its last instruction (as
-   errors.entry_identity gives them), or None: the ids alone might be a new
-   entry's where the old one went; held, it would keep its frame. */
+/* A traceback entry held as errors.HeldEntry (its id alone might be a new
+   entry's where the old one went), or None. */
 static PyObject *
-entry_identity(PyObject *tb)
+held_entry(PyObject *tb)
 {
     if (tb == NULL || tb == Py_None)
         return Py_NewRef(Py_None);
-    PyObject *frame = PyObject_GetAttrString(tb, "tb_frame");
-    PyObject *code = frame ? PyObject_GetAttrString(frame, "f_code") : NULL;
-    PyObject *lasti = code ? PyObject_GetAttrString(tb, "tb_lasti") : NULL;
-    PyObject *identity = lasti ? Py_BuildValue("(NNO)", PyLong_FromVoidPtr(tb),
-                                               PyLong_FromVoidPtr(code), lasti) : NULL;
-    Py_XDECREF(lasti);
-    Py_XDECREF(code);
-    Py_XDECREF(frame);
-    return identity;
+    PyObject *errors = PyImport_ImportModule("tclamp.errors");
+    PyObject *held = errors ? PyObject_CallMethod(errors, "HeldEntry", "O", tb) : NULL;
+    Py_XDECREF(errors);
+    return held;
 }
 
 static void
@@ -1135,7 +1130,7 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
     PyErr_Clear();      /* nothing kept (out of memory): no call with it set */
     if (errorinfo != NULL) {
         PyObject *tb = PyException_GetTraceback(exc);
-        PyObject *first = entry_identity(tb);
+        PyObject *first = held_entry(tb);
         Py_XDECREF(tb);
         PyErr_Clear();
         /* the chain by its objects' ids: holding them would keep (and

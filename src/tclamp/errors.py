@@ -95,11 +95,20 @@ def user_frames(tb, limit=None, inner=False):
     return "".join(traceback.format_list(frames[start:end])).rstrip()
 
 
-def entry_identity(tb):
-    """A traceback entry as the C bridge records it (_bridge.c,
-    keep_crossing): its id, its code's and its last instruction; None for
-    none."""
-    return None if tb is None else (id(tb), id(tb.tb_frame.f_code), tb.tb_lasti)
+class HeldEntry:
+    """A traceback's first entry when its exception came back from Tcl, as
+    the crossing record holds it (_bridge.c, keep_crossing): held, not
+    known by its id, which a new entry takes once the old is freed (the
+    same raise in the same function gives it the same code and
+    instruction too).  Copied or pickled it holds none, and matches no
+    entry."""
+    __slots__ = ("entry",)
+
+    def __init__(self, entry=None):
+        self.entry = entry
+
+    def __reduce__(self):
+        return HeldEntry, ()
 
 
 def crossed_tcl(exc):
@@ -117,13 +126,14 @@ def crossed_tcl(exc):
         return None
     if not (type(crossing) is tuple and len(crossing) == 3 and type(crossing[0]) is str
             and type(crossing[1]) is str and type(crossing[2]) is tuple
-            and len(crossing[2]) == 4):
+            and len(crossing[2]) == 4 and type(crossing[2][3]) in (HeldEntry, type(None))):
         return None
     *chain, first = crossing[2]
     if chain != [id(CAUSE_OF(exc)), id(CONTEXT_OF(exc)), int(SUPPRESS_CONTEXT(exc))]:
         return None
+    entry = None if first is None else first.entry
     since, tb = 0, TRACEBACK(exc)
-    while tb is not None and entry_identity(tb) != first:
+    while tb is not None and tb is not entry:
         since, tb = since + 1, tb.tb_next
     if first is not None and tb is None:        # that entry is no longer in it
         return None
