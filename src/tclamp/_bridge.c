@@ -1095,9 +1095,9 @@ dict_str(Tcl_Obj *dict, const char *key)
 
 /* A Python exception (not a TclError) whose error came back to Python
    through Tcl keeps what its error had there, under this key of its own
-   __dict__: (-errorstack, -errorinfo, (the ids of its __cause__ and
-   __context__, __suppress_context__, and its traceback's first entry
-   then, held: held_entry)).  When it goes on
+   __dict__: (-errorstack, -errorinfo, (its __cause__ and __context__,
+   __suppress_context__, and its traceback's first entry then, the
+   objects held: held)).  When it goes on
    into Tcl again, its errorInfo goes on from there, unless it was raised
    from or while handling another since, or with another traceback
    (with_traceback: its entries then are no longer the last of it), and
@@ -1108,17 +1108,15 @@ dict_str(Tcl_Obj *dict, const char *key)
    class runs (it may fail, or run Tcl). */
 #define CROSSING_KEY "__tcl_crossing__"
 
-/* A traceback entry held as errors.HeldEntry (its id alone might be a new
-   entry's where the old one went), or None. */
+/* `obj` (NULL: None) held as errors.Held: known by its id alone, it might
+   be a new object made where the old one was freed. */
 static PyObject *
-held_entry(PyObject *tb)
+held(PyObject *obj)
 {
-    if (tb == NULL || tb == Py_None)
-        return Py_NewRef(Py_None);
     PyObject *errors = PyImport_ImportModule("tclamp.errors");
-    PyObject *held = errors ? PyObject_CallMethod(errors, "HeldEntry", "O", tb) : NULL;
+    PyObject *h = errors ? PyObject_CallMethod(errors, "Held", "O", obj ? obj : Py_None) : NULL;
     Py_XDECREF(errors);
-    return held;
+    return h;
 }
 
 static void
@@ -1130,19 +1128,18 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
     PyErr_Clear();      /* nothing kept (out of memory): no call with it set */
     if (errorinfo != NULL) {
         PyObject *tb = PyException_GetTraceback(exc);
-        PyObject *first = held_entry(tb);
-        Py_XDECREF(tb);
-        PyErr_Clear();
-        /* the chain by its objects' ids: holding them would keep (and
-           pickle) what the exception may let go */
         PyObject *cause = PyException_GetCause(exc), *context = PyException_GetContext(exc);
-        PyObject *crossing = first == NULL ? NULL : Py_BuildValue(
-            "(OO(NNiN))", errorstack, errorinfo,
-            PyLong_FromVoidPtr(cause ? cause : Py_None),
-            PyLong_FromVoidPtr(context ? context : Py_None),
-            (int)((PyBaseExceptionObject *)exc)->suppress_context, first);
+        PyObject *first = held(tb), *held_cause = held(cause), *held_context = held(context);
+        Py_XDECREF(tb);
         Py_XDECREF(cause);
         Py_XDECREF(context);
+        PyErr_Clear();
+        PyObject *crossing = first && held_cause && held_context ? Py_BuildValue(
+            "(OO(OOiO))", errorstack, errorinfo, held_cause, held_context,
+            (int)((PyBaseExceptionObject *)exc)->suppress_context, first) : NULL;
+        Py_XDECREF(first);
+        Py_XDECREF(held_cause);
+        Py_XDECREF(held_context);
         if (crossing == NULL || PyDict_SetItemString(dict, CROSSING_KEY, crossing) < 0)
             PyErr_Clear();
         Py_XDECREF(crossing);

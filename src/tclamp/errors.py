@@ -95,20 +95,23 @@ def user_frames(tb, limit=None, inner=False):
     return "".join(traceback.format_list(frames[start:end])).rstrip()
 
 
-class HeldEntry:
-    """A traceback's first entry when its exception came back from Tcl, as
-    the crossing record holds it (_bridge.c, keep_crossing): held, not
-    known by its id, which a new entry takes once the old is freed (the
-    same raise in the same function gives it the same code and
-    instruction too).  Copied or pickled it holds none, and matches no
-    entry."""
-    __slots__ = ("entry",)
+LOST = object()     # what a copied or pickled Held holds: it is no object's
 
-    def __init__(self, entry=None):
-        self.entry = entry
+
+class Held:
+    """What the crossing record (_bridge.c, keep_crossing) holds of an
+    exception as it came back from Tcl: its __cause__, its __context__ and
+    its traceback's first entry, each held, not known by its id, which a
+    new object takes once the old is freed (the same raise in the same
+    function gives a new entry the same code and instruction too).  Copied
+    or pickled it holds none (LOST), and matches no object."""
+    __slots__ = ("value",)
+
+    def __init__(self, value=LOST):
+        self.value = value
 
     def __reduce__(self):
-        return HeldEntry, ()
+        return Held, ()
 
 
 def crossed_tcl(exc):
@@ -126,16 +129,17 @@ def crossed_tcl(exc):
         return None
     if not (type(crossing) is tuple and len(crossing) == 3 and type(crossing[0]) is str
             and type(crossing[1]) is str and type(crossing[2]) is tuple
-            and len(crossing[2]) == 4 and type(crossing[2][3]) in (HeldEntry, type(None))):
+            and len(crossing[2]) == 4):
         return None
-    *chain, first = crossing[2]
-    if chain != [id(CAUSE_OF(exc)), id(CONTEXT_OF(exc)), int(SUPPRESS_CONTEXT(exc))]:
+    cause, context, suppress, first = crossing[2]
+    if not (type(cause) is Held and type(context) is Held and type(first) is Held
+            and cause.value is CAUSE_OF(exc) and context.value is CONTEXT_OF(exc)
+            and suppress == int(SUPPRESS_CONTEXT(exc)) and first.value is not LOST):
         return None
-    entry = None if first is None else first.entry
     since, tb = 0, TRACEBACK(exc)
-    while tb is not None and tb is not entry:
+    while tb is not None and tb is not first.value:
         since, tb = since + 1, tb.tb_next
-    if first is not None and tb is None:        # that entry is no longer in it
+    if first.value is not None and tb is None:  # that entry is no longer in it
         return None
     return crossing[1], since, crossing[0]
 
