@@ -753,6 +753,32 @@ def test_double_star_in_tcltest_files_is_recursive(tmp_path):
         "tcl/ok.test::ok"]
 
 
+def test_double_stars_match_in_work_polynomial_in_the_path(monkeypatch):
+    """Each ** tried every number of names afresh, so that ** repeated
+    took work exponential in their count: `**/**/**/**/**/**/x.test`
+    against a file 26 directories deep took 11 s, for each file pytest
+    collected.  Counted as the names compared, not timed."""
+    from tclamp import pytest_plugin
+    compared = 0
+
+    def counted(name, pattern):
+        nonlocal compared
+        compared += 1
+        assert compared < 100000, "too many names compared"
+        return fnmatch_case(name, pattern)
+
+    fnmatch_case = pytest_plugin.fnmatch.fnmatchcase
+    monkeypatch.setattr(pytest_plugin.fnmatch, "fnmatchcase", counted)
+    deep = ("/", *(f"d{n}" for n in range(30)))
+    for stars in (1, 2, 8):
+        pattern = ("**",) * stars + ("d29", "*.test")
+        assert pytest_plugin.matches(deep + ("x.test",), pattern)
+        assert not pytest_plugin.matches(deep + ("x.tcl",), pattern)
+        assert pytest_plugin.matches(("a", "b.test"), ("**", "*", "**", "*.test"))
+        assert not pytest_plugin.matches(("b.test",), ("**", "*", "**", "*.test"))
+    assert compared < 5000, compared
+
+
 def test_no_tclamp_turns_the_plugin_off(tmp_path):
     copy_cases(tmp_path, "broken.test")
     (tmp_path / "test_python.py").write_text("def test_python():\n    assert 6 * 7 == 42\n")

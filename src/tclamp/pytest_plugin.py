@@ -13,6 +13,7 @@ all of a file's cases go to one worker.
 """
 import codecs
 import fnmatch
+import functools
 import json
 import os
 import re
@@ -91,13 +92,18 @@ def pytest_addoption(parser):
 def matches(parts, pattern):
     """Whether path components match pattern components, each as fnmatch
     does, with a `**` component standing for any number of them (none
-    included), as in glob(recursive=True)."""
-    if not pattern:
-        return not parts
-    if pattern[0] == "**":
-        return any(matches(parts[start:], pattern[1:]) for start in range(len(parts) + 1))
-    return bool(parts) and fnmatch.fnmatchcase(parts[0], pattern[0]) \
-        and matches(parts[1:], pattern[1:])
+    included), as in glob(recursive=True).  Each (component, pattern
+    component) pair is decided once: tried afresh, repeated `**` took work
+    exponential in their count."""
+    @functools.lru_cache(maxsize=None)
+    def from_(part, place):
+        if place == len(pattern):
+            return part == len(parts)
+        if pattern[place] == "**":
+            return from_(part, place + 1) or (part < len(parts) and from_(part + 1, place))
+        return part < len(parts) and fnmatch.fnmatchcase(parts[part], pattern[place]) \
+            and from_(part + 1, place + 1)
+    return from_(0, 0)
 
 
 def takes(config, path):
