@@ -1096,8 +1096,8 @@ dict_str(Tcl_Obj *dict, const char *key)
 /* A Python exception (not a TclError) whose error came back to Python
    through Tcl keeps what its error had there, under this key of its own
    __dict__: (-errorstack, -errorinfo, (its __cause__ and __context__,
-   __suppress_context__, and its traceback's first entry then, the
-   objects held: held)).  When it goes on
+   __suppress_context__, and its traceback's first entry then, or with
+   none the Python frame it came back to, the objects held: held)).  When it goes on
    into Tcl again, its errorInfo goes on from there, unless it was raised
    from or while handling another since, or with another traceback
    (with_traceback: its entries then are no longer the last of it), and
@@ -1129,7 +1129,10 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
     if (errorinfo != NULL) {
         PyObject *tb = PyException_GetTraceback(exc);
         PyObject *cause = PyException_GetCause(exc), *context = PyException_GetContext(exc);
-        PyObject *first = held(tb), *held_cause = held(cause), *held_context = held(context);
+        /* none (raised by C code, a builtin): the Python frame running now,
+           whose entry will be its innermost as it goes on */
+        PyObject *first = held(tb != NULL && tb != Py_None ? tb : (PyObject *)PyEval_GetFrame());
+        PyObject *held_cause = held(cause), *held_context = held(context);
         Py_XDECREF(tb);
         Py_XDECREF(cause);
         Py_XDECREF(context);

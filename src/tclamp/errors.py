@@ -101,7 +101,8 @@ LOST = object()     # what a copied or pickled Held holds: it is no object's
 class Held:
     """What the crossing record (_bridge.c, keep_crossing) holds of an
     exception as it came back from Tcl: its __cause__, its __context__ and
-    its traceback's first entry, each held, not known by its id, which a
+    its traceback's first entry (with none, the frame it came back to),
+    each held, not known by its id, which a
     new object takes once the old is freed (the same raise in the same
     function gives a new entry the same code and instruction too).  Copied
     or pickled it holds none (LOST), and matches no object."""
@@ -137,6 +138,15 @@ def crossed_tcl(exc):
             and suppress == int(SUPPRESS_CONTEXT(exc)) and first.value is not LOST):
         return None
     since, tb = 0, TRACEBACK(exc)
+    if type(first.value) is types.FrameType:
+        # It had no traceback then (raised by C code): every entry is one
+        # it gained since, the innermost that of the frame it came back to.
+        innermost = None
+        while tb is not None:
+            since, innermost, tb = since + 1, tb, tb.tb_next
+        if innermost is not None and innermost.tb_frame is not first.value:
+            return None
+        return crossing[1], since, crossing[0]
     while tb is not None and tb is not first.value:
         since, tb = since + 1, tb.tb_next
     if first.value is not None and tb is None:  # that entry is no longer in it
