@@ -155,6 +155,21 @@ def test_tb_line_shows_each_failure_in_one_whole_line(tmp_path):
     assert run_pytest(tmp_path, "-p", "no:terminal", "shapes.test").returncode == 1
 
 
+def test_tb_line_keeps_a_description_of_many_lines_whole(tmp_path):
+    # tcltest's "==== NAME DESCRIPTION FAILED" spans lines when the
+    # description does; before, the crash line was its first line alone:
+    # "==== long the first line: Result was: 1".
+    (tmp_path / "long.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test long {the first line\n    and the second} -body {expr 1} -result 2\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "--tb=line", "long.test")
+    assert re.search(r"^=+ FAILURES =+\n(.*?)^=+ short test summary", r.stdout,
+                     re.M | re.S)[1].splitlines() == [
+        f"{tmp_path / 'long.test'}:3: ==== long the first line and the second FAILED: "
+        "Result was: 1"]
+
+
 def test_case_output_is_in_its_own_report(shapes):
     _, result = shapes
     assert section(result.stdout, "shapes.test: talks") == (

@@ -182,12 +182,18 @@ def crash_line(text):
     line, with the line under it when it ends in a colon)."""
     lines = text.splitlines() or [""]
     if lines[0].startswith("==== "):
+        # the header spans lines when the name or description does
+        end = next((number for number, line in enumerate(lines)
+                    if line.endswith(" FAILED") or line.startswith("---- ")), 0)
+        if not lines[end].endswith(" FAILED"):
+            end = 0
+        head = " ".join([lines[0], *(line.strip() for line in lines[1:end + 1])])
         for number, line in enumerate(lines):
             if line.startswith("---- "):
                 what = line[5:]
                 if what.endswith(":") and number + 1 < len(lines):
                     what += " " + lines[number + 1]
-                return f"{lines[0]}: {what}"
+                return f"{head}: {what}"
     return lines[0]
 
 
