@@ -99,11 +99,13 @@ def test_a_python_named_without_a_slash_and_not_on_path(tclsh, tmp_path):
         assert r.stdout.splitlines() == [
             "1", f'tclamp: cannot start Python: "{python}" is not a command on PATH',
             "TCLAMP PYTHON_START", "", "alive"]
-    # An empty entry is the current directory.
-    r = tclsh(CHECK, TCLAMP_PYTHON="talker", PATH=":/usr/bin:/bin")
-    assert r.stdout.splitlines() == [
-        "1", f'tclamp: cannot start Python: "{talker}" is not a Python interpreter '
-             "(hello from a shell script)", "TCLAMP PYTHON_START", "", "alive"]
+    # An empty entry is the current directory, and so is an empty PATH (one
+    # empty entry, as sh, bash and execvp take it; before, no entry at all).
+    for path in (":/usr/bin:/bin", ""):
+        r = tclsh(CHECK, TCLAMP_PYTHON="talker", PATH=path)
+        assert r.stdout.splitlines() == [
+            "1", f'tclamp: cannot start Python: "{talker}" is not a Python interpreter '
+                 "(hello from a shell script)", "TCLAMP PYTHON_START", "", "alive"]
 
 
 def test_a_path_entry_beginning_with_a_tilde_is_a_name_as_the_os_takes_it(tclsh, tmp_path):

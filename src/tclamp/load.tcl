@@ -82,7 +82,10 @@ if {$running ne ""} {
     # finds it (an empty entry is the current directory).
     if {[string first / $python] < 0} {
         set found ""
-        foreach place [split [expr {[info exists ::env(PATH)] ? $::env(PATH) : ""}] :] {
+        # (an empty PATH is one empty entry, where split gives none)
+        set places [expr {![info exists ::env(PATH)] ? {}
+                          : $::env(PATH) eq "" ? {{}} : [split $::env(PATH) :]}]
+        foreach place $places {
             # A leading ~ is a name, as exec takes it (Tcl 8.6's file
             # commands would read it as the home directory, which the
             # bridge then would not start).
