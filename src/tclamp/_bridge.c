@@ -1097,9 +1097,9 @@ dict_str(Tcl_Obj *dict, const char *key)
    through Tcl keeps what its error had there, under this key of its own
    __dict__: (-errorstack, -errorinfo, (its __cause__ and __context__,
    __suppress_context__, and its traceback's first entry then, or with
-   none the Python frame it came back to, the objects held: held)).  When it goes on
-   into Tcl again, its errorInfo goes on from there, unless it was raised
-   from or while handling another since, or with another traceback
+   none the Python frame it came back to, each held: held)).  When it goes
+   on into Tcl again, its errorInfo goes on from there, unless it was
+   raised from or while handling another since, or with another traceback
    (with_traceback: its entries then are no longer the last of it), and
    the frames it left begin -errorstack, as a TclError's do
    (errors.crossed_tcl says which); then the key goes (the same object

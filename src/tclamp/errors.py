@@ -102,10 +102,10 @@ class Held:
     """What the crossing record (_bridge.c, keep_crossing) holds of an
     exception as it came back from Tcl: its __cause__, its __context__ and
     its traceback's first entry (with none, the frame it came back to),
-    each held, not known by its id, which a
-    new object takes once the old is freed (the same raise in the same
-    function gives a new entry the same code and instruction too).  Copied
-    or pickled it holds none (LOST), and matches no object."""
+    each held, not known by its id, which a new object takes once the old
+    is freed (the same raise in the same function gives a new entry the
+    same code and instruction too).  Copied or pickled it holds none
+    (LOST), and matches no object."""
     __slots__ = ("value",)
 
     def __init__(self, value=LOST):
