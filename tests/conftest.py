@@ -95,8 +95,9 @@ def tcl_env(**extra):
 
 
 def run_tclsh(script, cwd, timeout=300, **env):
-    return subprocess.run([TCLSH], input=script, capture_output=True, text=True,
-                          cwd=cwd, env=tcl_env(**env), timeout=timeout)
+    # found on this process's PATH: a test may give the script another
+    return subprocess.run([shutil.which(TCLSH) or TCLSH], input=script, capture_output=True,
+                          text=True, cwd=cwd, env=tcl_env(**env), timeout=timeout)
 
 
 @pytest.fixture
