@@ -56,6 +56,14 @@ def run(child, line):
     return child.before.replace("\r\n", "\n").split("\n", 1)[1].strip()
 
 
+def python_line(child, line):
+    """Sends a line at Python's prompt (`py interact`) and returns what it
+    printed before the next `>>> `."""
+    child.sendline(line)
+    child.expect_exact(">>> ")
+    return child.before.replace("\r\n", "\n").split("\n", 1)[1]
+
+
 def interrupt(child, line):
     """Starts a command, presses Ctrl-C a second later; what it printed and
     how long the prompt took to come back."""
@@ -834,9 +842,7 @@ def test_ctrl_c_under_py_interact_is_python_s(prompt):
     assert prompt.before.replace("\r\n", "\n") == (
         '^CTraceback (most recent call last):\n  File "<py interact>", line 1, in <module>\n'
         "KeyboardInterrupt\n")
-    prompt.sendline('tclamp.tcl.eval("set from_python 1")')
-    prompt.expect_exact(">>> ")
-    assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == "'1'\n"
+    assert python_line(prompt, 'tclamp.tcl.eval("set from_python 1")') == "'1'\n"
     prompt.sendeof()
     prompt.expect_exact("% ")
     assert prompt.before.replace("\r", "") == "\nafter interact\n"
@@ -891,14 +897,11 @@ def test_ctrl_c_under_py_interact_stops_the_tcl_that_python_runs(prompt):
         prompt.expect_exact(">>> ")
         shown = prompt.before.replace("\r\n", "\n")
         assert shown.splitlines()[-1] == "KeyboardInterrupt" and "TclError" not in shown, line
-        prompt.sendline("tclamp.tcl.eval('list [incr n] [child eval {incr n}]')")
-        prompt.expect_exact(">>> ")
-        assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == f"'{n} {n}'\n", line
+        counted = python_line(prompt, "tclamp.tcl.eval('list [incr n] [child eval {incr n}]')")
+        assert counted == f"'{n} {n}'\n", line
     # A catch in that Tcl takes the error, as `except BaseException` takes
     # KeyboardInterrupt in Python; the call raises KeyboardInterrupt still.
-    prompt.sendline("tclamp.tcl.eval('set ::caught')")
-    prompt.expect_exact(">>> ")
-    assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == "'eval canceled'\n"
+    assert python_line(prompt, "tclamp.tcl.eval('set ::caught')") == "'eval canceled'\n"
     prompt.sendeof()
     prompt.expect_exact("% ")
     assert prompt.before.replace("\r", "") == "\nafter interact\n"
@@ -924,9 +927,7 @@ def test_ctrl_c_under_a_child_interpreter_s_py_interact_is_python_s_too(prompt):
     prompt.expect_exact(">>> ")
     shown = prompt.before.replace("\r\n", "\n")
     assert shown.splitlines()[-1] == "KeyboardInterrupt" and "TclError" not in shown
-    prompt.sendline("tclamp.tcl.eval('incr n')")
-    prompt.expect_exact(">>> ")
-    assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == "'1'\n"
+    assert python_line(prompt, "tclamp.tcl.eval('incr n')") == "'1'\n"
     prompt.sendeof()
     prompt.expect_exact("% ")
     assert prompt.before.replace("\r", "") == "\nafter interact\n"
@@ -941,9 +942,7 @@ def test_py_interact_of_another_thread_s_interpreter_at_the_prompt(prompt):
                 " thread::send $t [list set auto_path $auto_path]")
     prompt.sendline("thread::send $t {package require tclamp; py interact}; puts {after interact}")
     prompt.expect_exact(">>> ")
-    prompt.sendline("print(6 * 7)")
-    prompt.expect_exact(">>> ")
-    assert prompt.before.replace("\r\n", "\n").split("\n", 1)[1] == "42\n"
+    assert python_line(prompt, "print(6 * 7)") == "42\n"
     prompt.sendeof()
     prompt.expect_exact("% ")
     assert prompt.before.replace("\r", "") == "\nafter interact\n"
