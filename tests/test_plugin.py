@@ -256,6 +256,24 @@ def test_a_process_left_running_does_not_hold_up_the_run(tmp_path):
                 pass
 
 
+def start_pytest(tmp_path, **output):
+    """pytest on tmp_path's hang.test, in the background."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "hang.test"], cwd=tmp_path,
+        env=dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT / "src")), **output)
+
+
+def wait_for_the_hanging_case(tmp_path, pytest_run):
+    """The pid of the tclsh whose case hangs, once the case has written it
+    to `hanging` (pytest still running)."""
+    for _ in range(1200):
+        if (tmp_path / "hanging").exists() and (tmp_path / "hanging").read_text():
+            break
+        assert pytest_run.poll() is None
+        time.sleep(0.05)
+    return int((tmp_path / "hanging").read_text())
+
+
 def test_ctrl_c_on_a_hanging_case_names_it(tmp_path):
     (tmp_path / "hang.test").write_text(
         "package require tcltest\nnamespace import tcltest::*\n"
@@ -265,16 +283,10 @@ def test_ctrl_c_on_a_hanging_case_names_it(tmp_path):
         "    vwait forever\n"
         "} -result 1\n"
         "cleanupTests\n")
-    pytest_run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "hang.test"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT / "src")))
+    pytest_run = start_pytest(tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
     try:
-        for _ in range(1200):
-            if (tmp_path / "hanging").exists() and (tmp_path / "hanging").read_text():
-                break
-            assert pytest_run.poll() is None
-            time.sleep(0.05)
+        wait_for_the_hanging_case(tmp_path, pytest_run)
         pytest_run.send_signal(signal.SIGINT)
         output, _ = pytest_run.communicate(timeout=60)
     finally:
@@ -309,18 +321,10 @@ def test_a_killed_pytest_takes_its_tclsh_with_it(tmp_path, signal_number):
         "    after 600000\n"
         "} -result {}\n"
         "cleanupTests\n")
-    pytest_run = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "hang.test"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
+    pytest_run = start_pytest(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tclsh = None
     try:
-        for _ in range(1200):
-            if (tmp_path / "hanging").exists() and (tmp_path / "hanging").read_text():
-                break
-            assert pytest_run.poll() is None
-            time.sleep(0.05)
-        tclsh = int((tmp_path / "hanging").read_text())
+        tclsh = wait_for_the_hanging_case(tmp_path, pytest_run)
         assert running_driver(tclsh)
         pytest_run.send_signal(signal_number)
         assert pytest_run.wait(timeout=60) == -signal_number
