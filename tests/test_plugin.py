@@ -25,11 +25,12 @@ def copy_cases(directory, *names):
         shutil.copy(CASES / name, directory / name)
 
 
-def run_pytest(directory, *args, cache=False, env=None):
+def run_pytest(directory, *args, cache=False, env=None, start=("-m", "pytest")):
     """pytest in directory, with the plugin (and tclamp) of this checkout
-    whichever checkout the environment has installed."""
+    whichever checkout the environment has installed; start is what
+    Python runs."""
     options = [] if cache else ["-p", "no:cacheprovider"]
-    return subprocess.run([sys.executable, "-m", "pytest", *options, *args], cwd=directory,
+    return subprocess.run([sys.executable, *start, *options, *args], cwd=directory,
                           capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT / "src"),
                                    **(env or {})))
@@ -153,6 +154,28 @@ def test_tb_line_shows_each_failure_in_one_whole_line(tmp_path):
         "passed FAILED: Test cleanup failed: cleanup broke"]
     # without the terminal (and its --tb), failures are failures
     assert run_pytest(tmp_path, "-p", "no:terminal", "shapes.test").returncode == 1
+
+
+def test_a_pytest_that_moved_its_report_pieces_still_runs_and_reports_the_cases(shapes, tmp_path):
+    # The plugin borrows report pieces from pytest's private _pytest._code.code.
+    # Before, a pytest without them there failed at the plugin's import: every
+    # pytest run where tclamp is installed stopped with an ImportError.
+    # (the plugin's own import fails; pytest's modules keep theirs)
+    moved = ("import builtins, sys, pytest\n"
+             "real_import = builtins.__import__\n"
+             "def moved(name, globals=None, *args, **kwargs):\n"
+             "    if name == '_pytest._code.code' and (globals or {}).get('__name__')"
+             " == 'tclamp.pytest_plugin':\n"
+             "        raise ImportError(name)\n"
+             "    return real_import(name, globals, *args, **kwargs)\n"
+             "builtins.__import__ = moved\n"
+             "sys.exit(pytest.main(sys.argv[1:]))\n")
+    copy_cases(tmp_path, "shapes.test")
+    r = run_pytest(tmp_path, "-rA", "shapes.test", start=("-c", moved))
+    assert outcomes(r) == outcomes(shapes[1]) == {"failed": 4, "passed": 6, "skipped": 1}
+    assert section(r.stdout, "shapes.test: with space") == section(
+        shapes[1].stdout, "shapes.test: with space")
+    assert "FAILED shapes.test::twice[2] - ==== twice the second case" in r.stdout
 
 
 def test_tb_line_keeps_a_description_of_many_lines_whole(tmp_path):

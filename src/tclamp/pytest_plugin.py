@@ -26,8 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 import pytest
-from _pytest._code.code import (ReprEntryNative, ReprExceptionInfo, ReprFileLocation,
-                                 ReprTraceback)
+
+try:    # pytest's own report pieces: --tb=line gets one line, xdist carries them
+    from _pytest._code.code import (ReprEntryNative, ReprExceptionInfo, ReprFileLocation,
+                                     ReprTraceback)
+except ImportError:     # a pytest that moved them: the report as plain text
+    ReprExceptionInfo = None
 
 from . import PACKAGE_DIR
 
@@ -164,6 +168,9 @@ def pytest_runtest_makereport(item, call):
     # at the case, not at this plugin.
     if call.excinfo and isinstance(call.excinfo.value, TclTestFailure):
         text = shown(str(call.excinfo.value))
+        if ReprExceptionInfo is None:
+            report.longrepr = text
+            return
         # printed as it is; a failing case's crash line alone for --tb=line
         # (-r shows it after " - ")
         entries = [ReprEntryNative([text + "\n"])]
