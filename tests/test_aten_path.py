@@ -228,7 +228,8 @@ def test_runs_while_another_thread_holds_the_gil(tmp_path):
     never lets it go), at least 0.5 s before it lets go; with the path off,
     the same calls wait for it.
     The holder takes the GIL before the calls start, so that their own
-    taking and giving it back cannot keep it from the holder."""
+    taking and giving it back cannot keep it from the holder, and after the
+    worker's set-up, which takes the GIL too."""
     r = tclsh(tmp_path, """\
         package require Thread
         package require tclamp
@@ -257,6 +258,7 @@ def test_runs_while_another_thread_holds_the_gil(tmp_path):
             calls 50;   # plans them, in Python
             thread::wait
         }} $auto_path]]
+        thread::send $worker {};    # its set-up, which takes the GIL, is done
         foreach on {True False} {
             py exec "tclamp.aten.use($on); holder = threading.Thread(target=hold); holder.start()"
             after 150;                                  # the holder is in usleep
