@@ -87,11 +87,11 @@ def tcl_text(text):
 
 def tcl_env(**extra):
     """The environment a user's tclsh would have: tclamp on TCLLIBPATH and
-    no TCLAMP_PYTHON unless given."""
+    no TCLAMP_PYTHON unless given. A variable given as None is unset."""
     env = {k: v for k, v in os.environ.items() if k != "TCLAMP_PYTHON"}
     env["TCLLIBPATH"] = str(ROOT / "tcl")
     env.update(extra)
-    return env
+    return {k: v for k, v in env.items() if v is not None}
 
 
 def run_tclsh(script, cwd, timeout=300, **env):

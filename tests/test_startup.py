@@ -108,6 +108,16 @@ def test_a_python_named_without_a_slash_and_not_on_path(tclsh, tmp_path):
                  "(hello from a shell script)", "TCLAMP PYTHON_START", "", "alive"]
 
 
+def test_a_python_named_without_a_slash_and_path_unset_is_looked_up_on_the_default_path(tclsh):
+    """With PATH unset, execvp and sh search the system's default path
+    (/bin:/usr/bin on Linux); before, load.tcl searched nothing. `true`
+    prints nothing, so the probe shows which file was found."""
+    r = tclsh(CHECK, TCLAMP_PYTHON="true", PATH=None)
+    assert r.stdout.splitlines() == [
+        "1", 'tclamp: cannot start Python: "/bin/true" is not a Python interpreter '
+             "(it printed nothing)", "TCLAMP PYTHON_START", "", "alive"]
+
+
 def test_a_path_entry_beginning_with_a_tilde_is_a_name_as_the_os_takes_it(tclsh, tmp_path):
     """A PATH entry is a directory name as exec takes it: ~/bin is a
     directory named ~ (in the current directory), not the home directory's

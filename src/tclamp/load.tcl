@@ -82,8 +82,11 @@ if {$running ne ""} {
     # finds it (an empty entry is the current directory).
     if {[string first / $python] < 0} {
         set found ""
-        # (an empty PATH is one empty entry, where split gives none)
-        set places [expr {![info exists ::env(PATH)] ? {}
+        # (an empty PATH is one empty entry, where split gives none). An
+        # unset PATH is the system's default path, which execvp and sh
+        # search: glibc's confstr(_CS_PATH), which Tcl cannot call, is
+        # /bin:/usr/bin on Linux (Python's os.defpath too).
+        set places [expr {![info exists ::env(PATH)] ? {/bin /usr/bin}
                           : $::env(PATH) eq "" ? {{}} : [split $::env(PATH) :]}]
         foreach place $places {
             # A leading ~ is a name, as exec takes it (Tcl 8.6's file
