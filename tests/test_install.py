@@ -323,13 +323,14 @@ def test_an_index_for_paths_with_a_newline_is_valid_tcl(tmp_path):
                                     f"{VERSION}\n/x/nl<newline>venv/bin/python\n", "")
 
 
-def install_tcl_outside_a_checkout(*words, cwd=None):
+def install_tcl_outside_a_checkout(*words, cwd=None, **env):
     """`python -m tclamp install-tcl ...` as a pip-installed tclamp runs it
-    (this checkout's own refuses, as test_install_tcl_refuses_... shows)."""
+    (this checkout's own refuses, as test_install_tcl_refuses_... shows),
+    with the environment variables `env` added."""
     program = ("import sys\nfrom tclamp import cli\ncli.checkout = lambda: None\n"
                "sys.exit(cli.main(sys.argv[1:]))\n")
     return subprocess.run([sys.executable, "-c", program, *map(str, words)],
-                          capture_output=True, text=True, cwd=cwd)
+                          capture_output=True, text=True, cwd=cwd, env={**os.environ, **env})
 
 
 def test_an_empty_directory_is_refused_and_nothing_changes(tmp_path):
@@ -344,6 +345,29 @@ def test_an_empty_directory_is_refused_and_nothing_changes(tmp_path):
         assert os.listdir(tmp_path) == ["pkgIndex.tcl"]
         assert (tmp_path / "pkgIndex.tcl").read_text() == (
             "# tclamp 0.1.0: written by `tclamp install-tcl`\n")
+
+
+def test_a_directory_name_that_is_not_utf8_is_refused_and_uninstalled_without_a_traceback(
+        tmp_path):
+    """Tcl reads a name's undecodable bytes as other characters, so an
+    index there would never be found: install-tcl refuses the name, as one
+    line.  Before, it wrote the index and then, printing the name to a
+    strict UTF-8 stdout (a user's en_US.UTF-8 locale), failed with a
+    UnicodeEncodeError traceback; uninstall-tcl, removing such an index,
+    did the same."""
+    strict = {"PYTHONIOENCODING": "utf-8:strict"}
+    target = tmp_path / os.fsdecode(b"x\xff") / "tclamp"       # the bytes x, 0xff
+    r = install_tcl_outside_a_checkout("install-tcl", target, **strict)
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (f"tclamp install-tcl: the name {tmp_path}/x\\xff/tclamp is not utf-8 "
+                        "text, and Tcl cannot name it: choose another directory\n")
+    assert os.listdir(tmp_path) == []
+    target.mkdir(parents=True)
+    (target / "pkgIndex.tcl").write_text("# tclamp 0.1.0: written by `tclamp install-tcl`\n")
+    r = install_tcl_outside_a_checkout("uninstall-tcl", target, **strict)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == f"removed {tmp_path}/x\\xff/tclamp/pkgIndex.tcl, {tmp_path}/x\\xff/tclamp\n"
+    assert os.listdir(tmp_path) == [os.fsdecode(b"x\xff")]
 
 
 def test_install_tcl_leaves_another_packages_index_alone(tmp_path):

@@ -12,6 +12,7 @@ of that name runs as `tclamp ./install-tcl` or `tclamp -- install-tcl`.
 """
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -46,6 +47,12 @@ def install_tcl(directory):
             "environment outside it and run its tclamp install-tcl, or use "
             f"TCLLIBPATH={tcl_dir()}")
     index = Path(directory).absolute() / "pkgIndex.tcl"
+    # Bytes the file system's encoding cannot decode: Tcl reads them as
+    # other characters, so no tclsh would find the index there.
+    if shown(index) != str(index):
+        raise SystemExit(
+            f"tclamp install-tcl: the name {shown(index.parent)} is not "
+            f"{sys.getfilesystemencoding()} text, and Tcl cannot name it: choose another directory")
     if index.parent.exists() and not index.parent.is_dir():
         raise SystemExit(f"tclamp install-tcl: {index.parent} is a file, not a directory")
     line = first_line(index)        # None: no index there (unreadable: writing says why)
@@ -79,6 +86,12 @@ MADE = "# made by install-tcl: "
 WRITTEN = "written by `tclamp install-tcl`"
 INDEX_START = "# tclamp "           # the first line of every index of tclamp's
 PYTHON_STARTS = ", and Python starts from "
+
+
+def shown(path):
+    """path for a message, its undecodable bytes written as \\xff (printing
+    the surrogates os.fsdecode puts there would fail)."""
+    return os.fsencode(path).decode(sys.getfilesystemencoding(), "backslashreplace")
 
 
 def first_line(index):
@@ -128,7 +141,8 @@ def uninstall_tcl(directory):
                 removed.append(str(place))
     except OSError as error:
         raise SystemExit(f"tclamp uninstall-tcl: {error}") from None
-    print("removed " + ", ".join(removed))
+    # (an index an older install-tcl wrote may have such a name)
+    print("removed " + ", ".join(map(shown, removed)))
     return 0
 
 
