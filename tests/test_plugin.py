@@ -279,11 +279,12 @@ def test_a_process_left_running_does_not_hold_up_the_run(tmp_path):
                 pass
 
 
-def start_pytest(tmp_path, **output):
+def start_pytest(tmp_path, env=None, **output):
     """pytest on tmp_path's hang.test, in the background."""
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "hang.test"], cwd=tmp_path,
-        env=dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT / "src")), **output)
+        env=dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT / "src"), **(env or {})),
+        **output)
 
 
 def wait_for_the_hanging_case(tmp_path, pytest_run):
@@ -360,6 +361,45 @@ def test_a_killed_pytest_takes_its_tclsh_with_it(tmp_path, signal_number):
         pytest_run.kill()
         if tclsh and running_driver(tclsh):
             os.kill(tclsh, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only (PR_SET_PDEATHSIG)")
+def test_the_scratch_directory_of_a_killed_pytest_goes_at_the_next_run(tmp_path):
+    """A pytest killed with SIGKILL leaves its file's scratch directory
+    behind; the next one that runs a file removes it, by the owner's pid in
+    its name, and keeps one whose pytest lives, and a symlink (not followed)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    (tmp_path / "hang.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test hangs {} -body {\n"
+        "    set f [open hanging w]; puts $f [pid]; close $f\n"
+        "    after 600000\n"
+        "} -result {}\n"
+        "cleanupTests\n")
+    killed = start_pytest(tmp_path, env={"TMPDIR": str(temp)},
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_the_hanging_case(tmp_path, killed)
+        killed.send_signal(signal.SIGKILL)
+        assert killed.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        killed.kill()
+    [left] = [name for name in os.listdir(temp) if name.startswith("tclamp-")]
+    assert left.startswith(f"tclamp-tcltest-{killed.pid}-")
+    (temp / f"tclamp-tcltest-{os.getpid()}-live").mkdir()
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "kept").write_text("")
+    (temp / f"tclamp-tcltest-{killed.pid}-link").symlink_to(target)
+    (tmp_path / "quick.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test quick {} {expr 1} 1\ncleanupTests\n")
+    r = run_pytest(tmp_path, "quick.test", env={"TMPDIR": str(temp)})
+    assert outcomes(r) == {"passed": 1}
+    assert sorted(name for name in os.listdir(temp) if name.startswith("tclamp-")) == [
+        f"tclamp-tcltest-{os.getpid()}-live", f"tclamp-tcltest-{killed.pid}-link"]
+    assert os.listdir(target) == ["kept"]
 
 
 def test_a_timeout_on_a_hanging_case_names_it(tmp_path):

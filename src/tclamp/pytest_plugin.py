@@ -18,6 +18,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,6 +43,9 @@ TAIL = 4000  # characters of stray output kept in a file-level failure
 ELSEWHERE = ("the file sent tcltest's output elsewhere (tcltest::configure -outfile, "
              "or tcltest::outputChannel)")
 HALF_CHARACTER = re.compile("[\ud800-\udfff]")
+# A file's scratch directory in the temporary directory, named with the pid
+# of the pytest process that owns it: SCRATCH_OWNED_BY + "<pid>-<random>".
+SCRATCH_OWNED_BY = "tclamp-tcltest-"
 
 
 def shown(text):
@@ -85,6 +89,39 @@ def killed_with_parent():
         if os.getppid() != parent:  # pytest died before that
             os._exit(1)
     return preexec
+
+
+def alive(pid):
+    """Whether a process has that pid (a zombie too, and one of another user)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+@functools.lru_cache(maxsize=None)  # once per pytest process
+def remove_scratch_of_dead_pytests():
+    """Removes the scratch directories whose pytest is gone: a pytest killed
+    with SIGKILL cannot remove its own.  Only this user's, and only real
+    directories: a symlink of that name is left alone (rmtree would refuse
+    it too), and rmtree removes a symlink inside without following it."""
+    try:
+        entries = list(os.scandir(tempfile.gettempdir()))
+    except OSError:
+        return
+    for entry in entries:
+        owner = re.fullmatch(rf"{SCRATCH_OWNED_BY}(\d{{1,7}})-.*", entry.name, re.S)
+        try:
+            if not owner or not entry.is_dir(follow_symlinks=False) \
+                    or entry.stat(follow_symlinks=False).st_uid != os.getuid() \
+                    or alive(int(owner[1])):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def pytest_addoption(parser):
@@ -317,7 +354,8 @@ class DriverRun:
         nonce = secrets.token_hex(8)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    TCLAMP_PYTHON=os.environ.get("TCLAMP_PYTHON", sys.executable))
-        with tempfile.TemporaryDirectory(prefix="tclamp-tcltest-") as scratch:
+        remove_scratch_of_dead_pytests()
+        with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_OWNED_BY}{os.getpid()}-") as scratch:
             scratch = Path(scratch)
             records = scratch / "records"
             # each name as the driver's records write it (JSON, ASCII)
