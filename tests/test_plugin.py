@@ -486,6 +486,31 @@ def test_a_name_ending_in_a_bracket_is_not_taken_for_a_repeat(tmp_path):
         ("FAILED", "brackets.test::x[2]"), ("PASSED", "brackets.test::x[2][1]")]
 
 
+def test_ids_are_one_line_each_names_own_and_select_their_case(tmp_path):
+    """Before, the case named with a newline had an id of two lines (the
+    same text as the case named with a backslash and an n), the case named
+    `a: :b` got `a: :b[2]`, as if it were the second case named a::b (and
+    `a: :b` selected both), and `a:::b` became `a: ::b`, which pytest split
+    at `::` and so never found."""
+    (tmp_path / "ids.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test a::b {} {expr 1} 1\n"
+        "test {a: :b} {} {expr 1} 1\n"
+        "test a:::b {} {expr 1} 1\n"
+        "test \"line\\nbreak\" {} {expr 1} 1\n"
+        "test {line\\nbreak} {} {expr 1} 1\n"
+        "test \"tab\\tand\\x1b\" {} {expr 1} 1\n"
+        "cleanupTests\n")
+    ids = ["a: :b", "a:\\x20:b", "a: : :b", "line\\nbreak", "line\\\\nbreak",
+           "tab\\tand\\x1b"]
+    listed = run_pytest(tmp_path, "--collect-only", "-q", "ids.test")
+    assert listed.stdout.split("\n\n")[0].splitlines() == [f"ids.test::{name}" for name in ids]
+    for name in ids:    # each printed id selects its case and no other
+        r = run_pytest(tmp_path, "-rA", f"ids.test::{name}")
+        assert re.findall(r"^(PASSED|FAILED) (.*)$", r.stdout, re.M) == [
+            ("PASSED", f"ids.test::{name}")]
+
+
 def test_collection_runs_no_test_body(tmp_path):
     copy_cases(tmp_path, "shapes.test")
     r = run_pytest(tmp_path, "--collect-only", "-q", "shapes.test")

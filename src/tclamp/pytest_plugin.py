@@ -262,23 +262,38 @@ class TclTestFailure(Exception):
     """A case or a whole tcltest file failed; the message says how."""
 
 
+# What a node id writes as an escape: a backslash (so that an escape reads
+# one way only), what would break the id's line or the terminal (control
+# characters, U+2028 and U+2029, half characters), and a space between two
+# colons (the id writes `::` as `: :`).
+ESCAPED_IN_ID = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]|(?<=:) (?=:)")
+SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def id_text(name):
+    """A tcltest name as its node id writes it: on one line, with no `::`
+    (pytest splits ids there: a colon that follows a colon gets a space
+    before it), and no two names alike.  Escapes are \\\\, \\n, \\r, \\t,
+    \\xXX and \\uXXXX (as shown() writes a half character)."""
+    def escape(match):
+        char = match[0]
+        if char in SHORT_ESCAPES:
+            return SHORT_ESCAPES[char]
+        return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+    return re.sub("(?<=:)(?=:)", " ", ESCAPED_IN_ID.sub(escape, name))
+
+
 def item_names(cases):
-    """pytest names for (name, occurrence) pairs: the tcltest name, with
-    [N] on the Nth case of a repeated name, and [1] on the first when the
-    name ends in `]`, so that [N] always gives the number (`x[2][1]` is the
-    case named x[2], `x[2]` the second case named x, whatever their order).
-    pytest splits ids at `::`, so a `::` inside a name is written `: :`."""
-    used, names = set(), []
+    """pytest names for (name, occurrence) pairs: the name as id_text writes
+    it, with [N] on the Nth case of a repeated name, and [1] on the first
+    when the name ends in `]`, so that [N] always gives the number (`x[2][1]`
+    is the case named x[2], `x[2]` the second case named x, whatever their
+    order).  As id_text gives each name its own text, each pair gets its
+    own pytest name."""
+    names = []
     for name, occurrence in cases:
-        base = shown(name).replace("::", ": :")
-        number, candidate = occurrence, base
-        if occurrence > 1 or base.endswith("]"):
-            candidate = f"{base}[{occurrence}]"
-        while candidate in used:  # two names that `: :` or shown() make one
-            number += 1
-            candidate = f"{base}[{number}]"
-        used.add(candidate)
-        names.append(candidate)
+        base = id_text(name)
+        names.append(f"{base}[{occurrence}]" if occurrence > 1 or base.endswith("]") else base)
     return names
 
 
