@@ -2,6 +2,7 @@
 kept out of the project's own collection): every case its own item, nothing
 reported green that tclsh does not report green, and pytest's habits kept.
 Each test runs pytest (or tclsh) in a scratch directory, as a user would."""
+import fcntl
 import os
 import re
 import shutil
@@ -366,8 +367,9 @@ def test_a_killed_pytest_takes_its_tclsh_with_it(tmp_path, signal_number):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux only (PR_SET_PDEATHSIG)")
 def test_the_scratch_directory_of_a_killed_pytest_goes_at_the_next_run(tmp_path):
     """A pytest killed with SIGKILL leaves its file's scratch directory
-    behind; the next one that runs a file removes it, by the owner's pid in
-    its name, and keeps one whose pytest lives, and a symlink (not followed)."""
+    behind; the next one that runs a file removes it, as no process holds
+    its lock any more, and keeps one that a live process holds, one made in
+    the last minute, and a symlink (not followed)."""
     temp = tmp_path / "temp"
     temp.mkdir()
     (tmp_path / "hang.test").write_text(
@@ -381,24 +383,38 @@ def test_the_scratch_directory_of_a_killed_pytest_goes_at_the_next_run(tmp_path)
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_the_hanging_case(tmp_path, killed)
+        [running] = [name for name in os.listdir(temp) if name.startswith("tclamp-")]
+        held = os.open(temp / running, os.O_RDONLY)
+        try:    # the running pytest holds it
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(held)
         killed.send_signal(signal.SIGKILL)
         assert killed.wait(timeout=60) == -signal.SIGKILL
     finally:
         killed.kill()
-    [left] = [name for name in os.listdir(temp) if name.startswith("tclamp-")]
-    assert left.startswith(f"tclamp-tcltest-{killed.pid}-")
-    (temp / f"tclamp-tcltest-{os.getpid()}-live").mkdir()
+    an_hour_ago = time.time() - 3600
+    for name in ("tclamp-tcltest-live", "tclamp-tcltest-new"):
+        (temp / name).mkdir()
+    live = os.open(temp / "tclamp-tcltest-live", os.O_RDONLY)
+    fcntl.flock(live, fcntl.LOCK_EX)
     target = tmp_path / "target"
     target.mkdir()
     (target / "kept").write_text("")
-    (temp / f"tclamp-tcltest-{killed.pid}-link").symlink_to(target)
+    (temp / "tclamp-tcltest-link").symlink_to(target)
+    for name in (running, "tclamp-tcltest-live", "tclamp-tcltest-link"):
+        os.utime(temp / name, (an_hour_ago, an_hour_ago), follow_symlinks=False)
     (tmp_path / "quick.test").write_text(
         "package require tcltest\nnamespace import tcltest::*\n"
         "test quick {} {expr 1} 1\ncleanupTests\n")
-    r = run_pytest(tmp_path, "quick.test", env={"TMPDIR": str(temp)})
+    try:
+        r = run_pytest(tmp_path, "quick.test", env={"TMPDIR": str(temp)})
+    finally:
+        os.close(live)
     assert outcomes(r) == {"passed": 1}
     assert sorted(name for name in os.listdir(temp) if name.startswith("tclamp-")) == [
-        f"tclamp-tcltest-{os.getpid()}-live", f"tclamp-tcltest-{killed.pid}-link"]
+        "tclamp-tcltest-link", "tclamp-tcltest-live", "tclamp-tcltest-new"]
     assert os.listdir(target) == ["kept"]
 
 

@@ -12,6 +12,8 @@ interpreter (TCLAMP_PYTHON); TCLSH names another tclsh.  Under pytest-xdist
 all of a file's cases go to one worker.
 """
 import codecs
+import contextlib
+import fcntl
 import fnmatch
 import functools
 import json
@@ -23,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 
@@ -43,9 +46,7 @@ TAIL = 4000  # characters of stray output kept in a file-level failure
 ELSEWHERE = ("the file sent tcltest's output elsewhere (tcltest::configure -outfile, "
              "or tcltest::outputChannel)")
 HALF_CHARACTER = re.compile("[\ud800-\udfff]")
-# A file's scratch directory in the temporary directory, named with the pid
-# of the pytest process that owns it: SCRATCH_OWNED_BY + "<pid>-<random>".
-SCRATCH_OWNED_BY = "tclamp-tcltest-"
+SCRATCH = "tclamp-tcltest-"  # a file's scratch directory, in the temporary directory
 
 
 def shown(text):
@@ -91,37 +92,53 @@ def killed_with_parent():
     return preexec
 
 
-def alive(pid):
-    """Whether a process has that pid (a zombie too, and one of another user)."""
+def locked(fd):
+    """Takes the lock on an open directory unless another process holds it."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         return False
-    except PermissionError:
-        pass
     return True
 
 
+@contextlib.contextmanager
+def scratch_directory():
+    """A file's scratch directory, locked while its pytest runs: the lock
+    goes with the process however it ends, in any pid namespace that shares
+    the directory, so the next pytest can tell a leftover from one in use."""
+    path = tempfile.mkdtemp(prefix=SCRATCH)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        locked(fd)
+        yield Path(path)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
+
+
 @functools.lru_cache(maxsize=None)  # once per pytest process
-def remove_scratch_of_dead_pytests():
-    """Removes the scratch directories whose pytest is gone: a pytest killed
-    with SIGKILL cannot remove its own.  Only this user's, and only real
-    directories: a symlink of that name is left alone (rmtree would refuse
-    it too), and rmtree removes a symlink inside without following it."""
+def remove_scratch_left_behind():
+    """Removes the scratch directories that no pytest holds: a pytest killed
+    with SIGKILL cannot remove its own.  Only this user's, only real
+    directories (a symlink of that name is neither followed nor removed),
+    and none made in the last minute: one is locked just after it is made."""
     try:
         entries = list(os.scandir(tempfile.gettempdir()))
     except OSError:
         return
     for entry in entries:
-        owner = re.fullmatch(rf"{SCRATCH_OWNED_BY}(\d{{1,7}})-.*", entry.name, re.S)
+        if not entry.name.startswith(SCRATCH):
+            continue
         try:
-            if not owner or not entry.is_dir(follow_symlinks=False) \
-                    or entry.stat(follow_symlinks=False).st_uid != os.getuid() \
-                    or alive(int(owner[1])):
-                continue
+            fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             continue
-        shutil.rmtree(entry.path, ignore_errors=True)
+        try:
+            made = os.fstat(fd)
+            if made.st_uid == os.getuid() and time.time() - made.st_mtime > 60 and locked(fd):
+                shutil.rmtree(entry.path, ignore_errors=True)
+        finally:
+            os.close(fd)
 
 
 def pytest_addoption(parser):
@@ -369,9 +386,8 @@ class DriverRun:
         nonce = secrets.token_hex(8)
         env = dict(os.environ, PYTHONUNBUFFERED="1",
                    TCLAMP_PYTHON=os.environ.get("TCLAMP_PYTHON", sys.executable))
-        remove_scratch_of_dead_pytests()
-        with tempfile.TemporaryDirectory(prefix=f"{SCRATCH_OWNED_BY}{os.getpid()}-") as scratch:
-            scratch = Path(scratch)
+        remove_scratch_left_behind()
+        with scratch_directory() as scratch:
             records = scratch / "records"
             # each name as the driver's records write it (JSON, ASCII)
             (scratch / "selection").write_text("".join(
