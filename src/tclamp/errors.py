@@ -121,7 +121,8 @@ def crossed_tcl(exc):
     then, and how many entries its traceback has gained since (walked to
     the entry that was its first then, not through the whole traceback: an
     error that crosses many times would cost the square of its crossings),
-    if it has been raised from or while handling no other exception since,
+    if it has been raised from or while handling no other exception since
+    (nor `from None`, hiding the one it was handling),
     and its traceback still ends with the entries it had then (not cleared
     or replaced: with_traceback); or None."""
     try:
@@ -135,7 +136,12 @@ def crossed_tcl(exc):
     cause, context, suppress, first = crossing[2]
     if not (type(cause) is Held and type(context) is Held and type(first) is Held
             and cause.value is CAUSE_OF(exc) and context.value is CONTEXT_OF(exc)
-            and suppress == int(SUPPRESS_CONTEXT(exc)) and first.value is not LOST):
+            and first.value is not LOST):
+        return None
+    # __suppress_context__ changes what Python shows only of a context with
+    # no cause: `raise error from None` of one with none keeps its lines.
+    if (suppress != int(SUPPRESS_CONTEXT(exc)) and context.value is not None
+            and cause.value is None):
         return None
     since, tb = 0, TRACEBACK(exc)
     if type(first.value) is types.FrameType:
