@@ -600,20 +600,63 @@ cleanupTests
 """
 
 
-@pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
-def test_xdist_runs_each_case_once_and_each_file_in_one_tclsh(tmp_path, dist):
-    # Split among workers case by case, each worker's tclsh would run every
-    # case of the file.
+def run_two_files_under_xdist(directory, dist, start=("-m", "pytest")):
+    """pytest -n 2 on two tcltest files of ten cases and one Python test,
+    checking that each case ran once and each file in one tclsh."""
     for file in ("a", "b"):
-        (tmp_path / f"{file}.test").write_text(TEN_CASES.replace("FILE", file))
-    (tmp_path / "test_python.py").write_text("def test_python():\n    assert 6 * 7 == 42\n")
-    r = run_pytest(tmp_path, "-n", "2", "--dist", dist)
-    assert outcomes(r) == {"passed": 21}
-    runs = [line.split() for line in (tmp_path / "runs.log").read_text().splitlines()]
+        (directory / f"{file}.test").write_text(TEN_CASES.replace("FILE", file))
+    (directory / "test_python.py").write_text("def test_python():\n    assert 6 * 7 == 42\n")
+    r = run_pytest(directory, "-n", "2", "--dist", dist, start=start)
+    assert outcomes(r) == {"passed": 21}, r.stdout + r.stderr
+    runs = [line.split() for line in (directory / "runs.log").read_text().splitlines()]
     assert sorted(name for _, name in runs) == sorted(f"{file}-{i}" for file in "ab"
                                                      for i in range(10))
     assert len({pid for pid, name in runs if name.startswith("a")}) == 1
     assert len({pid for pid, name in runs if name.startswith("b")}) == 1
+    return r
+
+
+@pytest.mark.parametrize("dist", ["load", "worksteal", "loadgroup"])
+def test_xdist_runs_each_case_once_and_each_file_in_one_tclsh(tmp_path, dist):
+    # Split among workers case by case, each worker's tclsh would run every
+    # case of the file.
+    run_two_files_under_xdist(tmp_path, dist)
+
+
+# An xdist that renamed the private _split_scope, which the plugin's scheduler
+# overrides: each definition and each call of it, in every scheduler class,
+# says _scope_of instead.
+XDIST_RENAMED = """import sys, pytest, xdist.scheduler
+for cls in [c for c in vars(xdist.scheduler).values() if isinstance(c, type)]:
+    for function in list(vars(cls).values()):
+        code = getattr(function, "__code__", None)
+        if code and "_split_scope" in code.co_names:
+            function.__code__ = code.replace(co_names=tuple(
+                "_scope_of" if n == "_split_scope" else n for n in code.co_names))
+    if "_split_scope" in vars(cls):
+        cls._scope_of = vars(cls)["_split_scope"]
+        del cls._split_scope
+sys.exit(pytest.main(sys.argv[1:]))
+"""
+# An xdist that moved LoadGroupScheduling (its own hook keeps finding it).
+XDIST_MOVED = """import sys, pytest, xdist.dsession, xdist.scheduler
+del xdist.scheduler.LoadGroupScheduling
+sys.exit(pytest.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("xdist, dist", [(XDIST_RENAMED, "load"), (XDIST_RENAMED, "loadgroup"),
+                                         (XDIST_MOVED, "worksteal")],
+                         ids=["renamed-load", "renamed-loadgroup", "moved-worksteal"])
+def test_an_xdist_without_the_private_hook_point_still_keeps_each_file_whole(
+        tmp_path, xdist, dist):
+    # Before, with _split_scope renamed, the plugin's override was never
+    # called: cases went to workers one by one, and each worker's tclsh ran
+    # all of a file's cases; with LoadGroupScheduling moved, the plugin's
+    # import of it failed inside the hook (INTERNALERROR).  Now the plugin
+    # falls back to --dist loadfile, and says so.
+    r = run_two_files_under_xdist(tmp_path, dist, start=("-c", xdist))
+    assert f"tclamp: --dist {dist} runs as --dist loadfile" in r.stderr
 
 
 def test_under_xdist_each_worker_collects_as_the_docs_say(tmp_path):
