@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from conftest import ROOT, TCL9, TCLSH, tcl_env, torch_sees_gpu
+from tclamp.pytest_plugin import id_text
 
 CASES = ROOT / "tests" / "plugin_cases"
 SHAPES_IDS = ["plain-1.1", "with space", "twice", "twice[2]", "setup-fails", "cleanup-fails",
@@ -57,7 +58,8 @@ def junit_cases(path):
 
 def tclsh_cases(directory, name, env=None):
     """(pytest name, outcome) for each case `tclsh NAME` reports, and the run:
-    the Nth case of a repeated name becomes name[N], as the plugin names it."""
+    a name as the plugin's id_text writes it, and the Nth case of a repeated
+    name name[N], as the plugin names it."""
     r = subprocess.run([TCLSH, name, "-verbose", "pass skip"], cwd=directory,
                        capture_output=True, text=True, timeout=300, env=env)
     cases, seen, in_failure = [], {}, False
@@ -71,7 +73,7 @@ def tclsh_cases(directory, name, env=None):
     named = []
     for case_name, outcome in cases:
         seen[case_name] = seen.get(case_name, 0) + 1
-        pytest_name = case_name.replace("::", ": :")
+        pytest_name = id_text(case_name)
         if seen[case_name] > 1 or pytest_name.endswith("]"):
             pytest_name += f"[{seen[case_name]}]"
         named.append((pytest_name, outcome))
