@@ -171,6 +171,22 @@ def test_tab_completes_variables(prompt):
     prompt.expect_exact("% ")
 
 
+def test_tab_completes_names_that_tcl_must_quote(prompt):
+    # Tcl lists these names quoted ({tally up}): each is read as one name,
+    # and inserted as a word that Tcl reads back as that name.
+    run(prompt, "proc {tally up} {} {return 42}; proc {qq[1]} {} {return bracket}; "
+                "set {my var} 7; namespace eval {zz ns} {proc f {} {return 3}}")
+    for typed, inserted, result in (("tall", "tally\\ up", "42"),
+                                    ("qq", "qq\\[1\\]", "bracket"),
+                                    ("puts $my", "{my var}", "7"),
+                                    ("zz\tf", "zz\\ ns::f", "3")):
+        prompt.send(typed + "\t")
+        prompt.expect_exact(inserted, timeout=10)
+        prompt.sendline("")
+        prompt.expect_exact(result, timeout=10)
+        prompt.expect_exact("% ")
+
+
 def test_error_prints_message_not_traceback(prompt):
     out = run(prompt, "torch::autocast_enable gpu")
     assert out == "Invalid parameters. Device type: cuda or cpu. Dtype: float16, bfloat16, or float32"

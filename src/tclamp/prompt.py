@@ -185,19 +185,43 @@ class Evaluator:
 
 
 def names(interp, kind, text):
-    """Commands or variables (`kind`), and namespaces, that start with `text`."""
+    """Commands or variables (`kind`), and namespaces, that start with `text`,
+    each as a word that Tcl reads back as that name (see as_word)."""
     qualified = text.startswith("::")
     pattern = ("" if qualified else "::") + re.sub(r"([*?\[\]\\])", r"\\\1", text) + "*"
     namespace = pattern.rpartition("::")[0] or "::"
-    found = interp.call("info", kind, pattern).split()
+    found = interp.call("info", kind, pattern, result=list)
     try:
         found += [child + "::" for child in
-                  interp.call("namespace", "children", namespace, pattern).split()]
+                  interp.call("namespace", "children", namespace, pattern, result=list)]
     except TclError:         # no such namespace
         pass
     if not qualified:
         found = [name.removeprefix("::") for name in found]
-    return sorted(name for name in set(found) if name.startswith(text))
+    words = (as_word(name, kind) for name in set(found) if name.startswith(text))
+    return sorted(word for word in words if word is not None)
+
+
+# What a command word must escape, and how ($, ; and the like by a backslash).
+COMMAND_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\v": "\\v", "\f": "\\f",
+                   **{c: "\\" + c for c in " ;$[]{}\"\\"}}
+# A variable name that $name reads whole: letters, digits, _ and :: (Tcl's rule).
+BARE_VARIABLE = re.compile(r"(?:[A-Za-z0-9_]|::+)*")
+
+
+def as_word(name, kind):
+    """The name as typed after the prompt: a command's with its special
+    characters escaped (`tally\\ up`, which stays one word as more is typed
+    after a namespace), a variable's in braces where $name would not read
+    it whole (`{my var}`, for `${my var}`; a namespace's brace left open for
+    the rest of the name), or None for a variable ${...} cannot name."""
+    if kind == "commands":
+        return "".join(COMMAND_ESCAPES.get(c, c) for c in name)
+    if BARE_VARIABLE.fullmatch(name):
+        return name
+    if "}" in name:
+        return None
+    return "{" + name + ("" if name.endswith("::") else "}")
 
 
 # The subcommands of an ensemble command (py, string, dict, ...), or none.
@@ -227,7 +251,7 @@ def completions(interp, before, text):
         return names(interp, "commands", text)
     if len(words) == 1:
         try:
-            subcommands = interp.call("apply", SUBCOMMANDS, words[0]).split()
+            subcommands = interp.call("apply", SUBCOMMANDS, words[0], result=list)
         except TclError:
             return []
         return sorted(set(name for name in subcommands if name.startswith(text)))
