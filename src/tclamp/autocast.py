@@ -115,18 +115,24 @@ BLOCK_OPTIONS = Signature(BLOCK_PARAMS, BLOCK_USAGE, INVALID_PARAMETERS)
 
 def run_block(body, device_type, dtype, enabled, cache_enabled):
     """What `with torch.autocast(...)` does, around a Tcl body run in the
-    caller's frame; the body's outcome (any return code) is kept whole."""
+    caller's frame; the body's outcome (any return code) is kept whole.
+    Where the block changes the device's dtype, entering and leaving, it
+    also clears the cast cache, as autocast_set_dtype does: casts cached
+    under one dtype would clash with the other (torch's own nested blocks
+    fail so)."""
     saved = (torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type),
              torch.is_autocast_cache_enabled())
     torch.set_autocast_enabled(device_type, enabled)
-    if dtype is not None:
+    if dtype is not None and dtype != saved[1]:
         torch.set_autocast_dtype(device_type, dtype)
+        torch.clear_autocast_cache()
     torch.set_autocast_cache_enabled(cache_enabled)
     torch.autocast_increment_nesting()
     try:
         return _bridge.current().evaluate(body)
     finally:
-        if torch.autocast_decrement_nesting() == 0:
+        if (torch.autocast_decrement_nesting() == 0
+                or torch.get_autocast_dtype(device_type) != saved[1]):
             torch.clear_autocast_cache()
         torch.set_autocast_enabled(device_type, saved[0])
         torch.set_autocast_dtype(device_type, saved[1])
