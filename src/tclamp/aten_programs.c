@@ -128,10 +128,11 @@ run_ops(const unsigned char *program, int len)
    and the cache flag are saved, the ops before the body set them and count
    one more nesting, the body runs in the caller's frame, and then, however
    it ended, the nesting is counted down (the cache cleared at the
-   outermost) and what was saved is set again.  Where the dtype changes,
-   entering and leaving, the cache is cleared too, as run_block does.  The program is counted as
-   running only around the ATen calls: the body may take long, or exit.
-   Called counted; returns counted, with the body's code. */
+   outermost) and what was saved is set again.  Where the dtype changes, or
+   the cache is turned on where it was off, entering and leaving, the cache
+   is cleared too, as run_block does.  The program is counted as running
+   only around the ATen calls: the body may take long, or exit.  Called
+   counted; returns counted, with the body's code. */
 static int
 run_block(Tcl_Interp *interp, const unsigned char *program, int len, Tcl_Obj *body,
           Tcl_Obj *name)
@@ -140,13 +141,15 @@ run_block(Tcl_Interp *interp, const unsigned char *program, int len, Tcl_Obj *bo
     bool enabled = aten.is_enabled(device), cache_enabled = aten.is_cache_enabled();
     signed char dtype = aten.get_dtype(device);
     run_ops(program, len - 3);
-    if (aten.get_dtype(device) != dtype)    /* casts of the old dtype would clash */
+    /* casts of another dtype would clash (one made while the cache was off) */
+    if (aten.get_dtype(device) != dtype || (aten.is_cache_enabled() && !cache_enabled))
         aten.clear_cache();
     atomic_fetch_sub(&programs_running, 1);
     int code = run_body(interp, body, Tcl_GetString(name));
     atomic_fetch_add(&programs_running, 1);
     if (!atomic_load(&programs_stopped)) {
-        if (aten.decrement_nesting() == 0 || aten.get_dtype(device) != dtype)
+        if (aten.decrement_nesting() == 0 || aten.get_dtype(device) != dtype
+                || (aten.is_cache_enabled() && !cache_enabled))
             aten.clear_cache();
         aten.set_enabled(device, enabled);
         aten.set_dtype(device, dtype);

@@ -116,15 +116,17 @@ BLOCK_OPTIONS = Signature(BLOCK_PARAMS, BLOCK_USAGE, INVALID_PARAMETERS)
 def run_block(body, device_type, dtype, enabled, cache_enabled):
     """What `with torch.autocast(...)` does, around a Tcl body run in the
     caller's frame; the body's outcome (any return code) is kept whole.
-    Where the block changes the device's dtype, entering and leaving, it
-    also clears the cast cache, as autocast_set_dtype does: casts cached
-    under one dtype would clash with the other (torch's own nested blocks
-    fail so)."""
+    Where the block changes the device's dtype, or turns the cast cache on
+    where it was off, entering and leaving, it also clears the cache, as
+    autocast_set_dtype does: casts cached under one dtype would clash with
+    the other (torch's own nested blocks fail so), and while the cache is
+    off the dtype may change without a clearing (a module rule does so)."""
     saved = (torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type),
              torch.is_autocast_cache_enabled())
     torch.set_autocast_enabled(device_type, enabled)
-    if dtype is not None and dtype != saved[1]:
+    if dtype is not None:
         torch.set_autocast_dtype(device_type, dtype)
+    if dtype not in (None, saved[1]) or cache_enabled and not saved[2]:
         torch.clear_autocast_cache()
     torch.set_autocast_cache_enabled(cache_enabled)
     torch.autocast_increment_nesting()
@@ -132,7 +134,8 @@ def run_block(body, device_type, dtype, enabled, cache_enabled):
         return _bridge.current().evaluate(body)
     finally:
         if (torch.autocast_decrement_nesting() == 0
-                or torch.get_autocast_dtype(device_type) != saved[1]):
+                or torch.get_autocast_dtype(device_type) != saved[1]
+                or torch.is_autocast_cache_enabled() and not saved[2]):
             torch.clear_autocast_cache()
         torch.set_autocast_enabled(device_type, saved[0])
         torch.set_autocast_dtype(device_type, saved[1])
