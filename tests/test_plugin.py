@@ -74,7 +74,7 @@ def tclsh_cases(directory, name, env=None):
     for case_name, outcome in cases:
         seen[case_name] = seen.get(case_name, 0) + 1
         pytest_name = id_text(case_name)
-        if seen[case_name] > 1 or pytest_name.endswith("]"):
+        if seen[case_name] > 1 or "[" in pytest_name or pytest_name.endswith("]"):
             pytest_name += f"[{seen[case_name]}]"
         named.append((pytest_name, outcome))
     return named, r
@@ -502,6 +502,29 @@ def test_a_name_ending_in_a_bracket_is_not_taken_for_a_repeat(tmp_path):
     r = run_pytest(tmp_path, "-rA", "brackets.test::x[2]", "brackets.test::x[2][1]")
     assert sorted(re.findall(r"^(PASSED|FAILED) (\S+)", r.stdout, re.M)) == [
         ("FAILED", "brackets.test::x[2]"), ("PASSED", "brackets.test::x[2][1]")]
+
+
+def test_a_name_with_a_bracket_inside_is_shown_and_reported_by_its_id(tmp_path):
+    """pytest reads what follows an id's first `[` as parameters and, where
+    it writes an id again (the short summary, junit), closes them with `]`.
+    Before, the case named x[a had the id x[a, which -rA and junit wrote as
+    x[a] (and [y as [y]): ids that select nothing when passed back."""
+    (tmp_path / "open.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test {x[a} {} {expr 1} 2\n"
+        "test {[y} {} {expr 1} 1\n"
+        "test {x[a} {the second} {expr 1} 1\n"
+        "cleanupTests\n")
+    ids = ["open.test::x[a[1]", "open.test::[y[1]", "open.test::x[a[2]"]
+    listed = run_pytest(tmp_path, "--collect-only", "-q", "open.test")
+    assert listed.stdout.split("\n\n")[0].splitlines() == ids
+    r = run_pytest(tmp_path, "-rA", "--junitxml=junit.xml", "open.test")
+    assert re.findall(r"^(?:PASSED|FAILED) (\S+)", r.stdout, re.M) == [ids[1], ids[2], ids[0]]
+    assert [name for name, _ in junit_cases(tmp_path / "junit.xml")] == [
+        name.split("::")[1] for name in ids]
+    for name in ids:    # passed back, each selects its case alone
+        listed = run_pytest(tmp_path, "--collect-only", "-q", name)
+        assert listed.stdout.split("\n\n")[0].splitlines() == [name]
 
 
 def test_ids_are_one_line_each_names_own_and_select_their_case(tmp_path):

@@ -324,14 +324,18 @@ def id_text(name):
 def item_names(cases):
     """pytest names for (name, occurrence) pairs: the name as id_text writes
     it, with [N] on the Nth case of a repeated name, and [1] on the first
-    when the name ends in `]`, so that [N] always gives the number (`x[2][1]`
-    is the case named x[2], `x[2]` the second case named x, whatever their
-    order).  As id_text gives each name its own text, each pair gets its
-    own pytest name."""
+    when the name holds a `[` or ends in `]`, so that [N] always gives the
+    number (`x[2][1]` is the case named x[2], `x[2]` the second case named
+    x, whatever their order), and an id with a `[` ends in `]`: pytest
+    takes what follows the first `[` as parameters and writes them back
+    closed (the short summary, junit), so x[a would come back as x[a].  As
+    id_text gives each name its own text, each pair gets its own pytest
+    name."""
     names = []
     for name, occurrence in cases:
         base = id_text(name)
-        names.append(f"{base}[{occurrence}]" if occurrence > 1 or base.endswith("]") else base)
+        numbered = occurrence > 1 or "[" in base or base.endswith("]")
+        names.append(f"{base}[{occurrence}]" if numbered else base)
     return names
 
 
