@@ -420,6 +420,28 @@ def test_the_scratch_directory_of_a_killed_pytest_goes_at_the_next_run(tmp_path)
     assert os.listdir(target) == ["kept"]
 
 
+def test_a_temporary_directory_without_locks_runs_the_files(tmp_path):
+    """A file system that has no flock (Lustre mounted without -o flock
+    says ENOSYS): the files run, and a leftover, which cannot be told from
+    one in use, stays.  Before, every tcltest file failed to collect with
+    "cannot start tclsh: [Errno 38] Function not implemented"."""
+    temp = tmp_path / "temp"
+    (temp / "tclamp-tcltest-old").mkdir(parents=True)
+    an_hour_ago = time.time() - 3600
+    os.utime(temp / "tclamp-tcltest-old", (an_hour_ago, an_hour_ago))
+    (tmp_path / "conftest.py").write_text(
+        "import errno\nimport fcntl\n\n"
+        "def flock(fd, operation):\n"
+        "    raise OSError(errno.ENOSYS, 'Function not implemented')\n\n"
+        "fcntl.flock = flock\n")
+    (tmp_path / "quick.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test quick {} {expr 1} 1\ncleanupTests\n")
+    r = run_pytest(tmp_path, "quick.test", env={"TMPDIR": str(temp)})
+    assert outcomes(r) == {"passed": 1}, r.stdout
+    assert os.listdir(temp) == ["tclamp-tcltest-old"]
+
+
 def test_a_timeout_on_a_hanging_case_names_it(tmp_path):
     # pytest-timeout's way, without it: pytest.fail from a signal handler,
     # here once the case hangs

@@ -94,10 +94,12 @@ def killed_with_parent():
 
 
 def locked(fd):
-    """Takes the lock on an open directory unless another process holds it."""
+    """Takes the lock on an open directory unless another process holds it
+    or the file system has no locks (Lustre without -o flock: ENOSYS), where
+    a leftover cannot be told from a directory in use and so stays."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    except OSError:
         return False
     return True
 
