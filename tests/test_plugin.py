@@ -549,6 +549,25 @@ def test_a_name_with_a_bracket_inside_is_shown_and_reported_by_its_id(tmp_path):
         assert listed.stdout.split("\n\n")[0].splitlines() == [name]
 
 
+def test_a_noncharacter_in_a_name_keeps_its_junit_name_its_own(tmp_path):
+    """junit's XML cannot hold U+FFFE or U+FFFF; pytest writes them #xFFFE
+    and #xFFFF there.  Before, the case named f<U+FFFF> had that character
+    in its id, and junit named it f#xFFFF, as it named the case f#xFFFF."""
+    (tmp_path / "xml.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test \"f\\uffff\" {} {expr 1} 1\n"
+        "test \"e\\ufffe\" {} {expr 1} 1\n"
+        "test f#xFFFF {} {expr 1} 1\n"
+        "cleanupTests\n")
+    listed = run_pytest(tmp_path, "--collect-only", "-q", "xml.test")
+    assert listed.stdout.split("\n\n")[0].splitlines() == [
+        "xml.test::f\\uffff", "xml.test::e\\ufffe", "xml.test::f#xFFFF"]
+    r = run_pytest(tmp_path, "--junitxml=junit.xml", "xml.test")
+    assert outcomes(r) == {"passed": 3}
+    assert junit_cases(tmp_path / "junit.xml") == [
+        ("f\\uffff", "passed"), ("e\\ufffe", "passed"), ("f#xFFFF", "passed")]
+
+
 def test_ids_are_one_line_each_names_own_and_select_their_case(tmp_path):
     """Before, the case named with a newline had an id of two lines (the
     same text as the case named with a backslash and an n), the case named

@@ -304,9 +304,11 @@ class TclTestFailure(Exception):
 
 # What a node id writes as an escape: a backslash (so that an escape reads
 # one way only), what would break the id's line or the terminal (control
-# characters, U+2028 and U+2029, half characters), and a space between two
-# colons (the id writes `::` as `: :`).
-ESCAPED_IN_ID = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]|(?<=:) (?=:)")
+# characters, U+2028 and U+2029, half characters), what junit's XML cannot
+# hold (U+FFFE and U+FFFF, which pytest writes there as the text #xFFFF),
+# and a space between two colons (the id writes `::` as `: :`).
+ESCAPED_IN_ID = re.compile(
+    r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]|(?<=:) (?=:)")
 SHORT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
