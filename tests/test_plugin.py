@@ -568,6 +568,25 @@ def test_a_noncharacter_in_a_name_keeps_its_junit_name_its_own(tmp_path):
         ("f\\uffff", "passed"), ("e\\ufffe", "passed"), ("f#xFFFF", "passed")]
 
 
+def test_a_name_with_delete_is_its_own_case(tmp_path):
+    """The records' encoding (Tcl's ascii) wrote DEL (U+007F) as `?`.
+    Before, the failing case named x<DEL> was collected as x?, the name of
+    the passing case after it; the plugin selected x? twice, the driver
+    skipped x<DEL> as not selected, and pytest reported 2 passed (x? twice),
+    where tclsh reports Failed 1.  Python's json.dumps, which writes the
+    selection, writes DEL as \\u007f, as the records now do."""
+    (tmp_path / "del.test").write_text(
+        "package require tcltest\nnamespace import tcltest::*\n"
+        "test \"x\\x7f\" {fails} {expr 1} 2\n"
+        "test x? {passes} {expr 1} 1\n"
+        "cleanupTests\n")
+    r = run_pytest(tmp_path, "-rA", "del.test")
+    assert outcomes(r) == {"failed": 1, "passed": 1}, r.stdout
+    assert re.findall(r"^(PASSED|FAILED) (\S+)(?: - (.*))?$", r.stdout, re.M) == [
+        ("PASSED", "del.test::x?", ""),
+        ("FAILED", "del.test::x\\x7f", "==== x\x7f fails FAILED: Result was: 1")]
+
+
 def test_ids_are_one_line_each_names_own_and_select_their_case(tmp_path):
     """Before, the case named with a newline had an id of two lines (the
     same text as the case named with a backslash and an n), the case named

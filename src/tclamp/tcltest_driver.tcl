@@ -51,13 +51,15 @@ namespace eval ::tclamp_pytest {
     variable cleaned_up 0  ;# tcltest::cleanupTests was called
     variable raised ""     ;# the case whose test call last raised an error
 
-    # What Python's json.dumps writes for the characters below U+0080
+    # What Python's json.dumps writes for the characters below U+0080 (DEL
+    # as \u007f: it is not printable, and Tcl's ascii would write it as ?)
     variable json_escapes [list \\ \\\\ \" \\\" \b \\b \f \\f \n \\n \r \\r \t \\t]
     for {set code 0} {$code < 32} {incr code} {
         if {[format %c $code] ni $json_escapes} {
             lappend json_escapes [format %c $code] [format \\u%04x $code]
         }
     }
+    lappend json_escapes \x7f \\u007f
     unset code
 }
 # The file sees what `tclsh FILE` gives it.
