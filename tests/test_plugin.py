@@ -371,7 +371,8 @@ def test_the_scratch_directory_of_a_killed_pytest_goes_at_the_next_run(tmp_path)
     """A pytest killed with SIGKILL leaves its file's scratch directory
     behind; the next one that runs a file removes it, as no process holds
     its lock any more, and keeps one that a live process holds, one made in
-    the last minute, and a symlink (not followed)."""
+    the last minute, a symlink (not followed), and an older tclamp's, which
+    held no lock."""
     temp = tmp_path / "temp"
     temp.mkdir()
     (tmp_path / "hang.test").write_text(
@@ -397,15 +398,17 @@ def test_the_scratch_directory_of_a_killed_pytest_goes_at_the_next_run(tmp_path)
     finally:
         killed.kill()
     an_hour_ago = time.time() - 3600
-    for name in ("tclamp-tcltest-live", "tclamp-tcltest-new"):
+    for name in ("tclamp-tcltest-locked-live", "tclamp-tcltest-locked-new",
+                 "tclamp-tcltest-x7k2_q9a"):
         (temp / name).mkdir()
-    live = os.open(temp / "tclamp-tcltest-live", os.O_RDONLY)
+    live = os.open(temp / "tclamp-tcltest-locked-live", os.O_RDONLY)
     fcntl.flock(live, fcntl.LOCK_EX)
     target = tmp_path / "target"
     target.mkdir()
     (target / "kept").write_text("")
-    (temp / "tclamp-tcltest-link").symlink_to(target)
-    for name in (running, "tclamp-tcltest-live", "tclamp-tcltest-link"):
+    (temp / "tclamp-tcltest-locked-link").symlink_to(target)
+    for name in (running, "tclamp-tcltest-locked-live", "tclamp-tcltest-locked-link",
+                 "tclamp-tcltest-x7k2_q9a"):
         os.utime(temp / name, (an_hour_ago, an_hour_ago), follow_symlinks=False)
     (tmp_path / "quick.test").write_text(
         "package require tcltest\nnamespace import tcltest::*\n"
@@ -416,7 +419,8 @@ def test_the_scratch_directory_of_a_killed_pytest_goes_at_the_next_run(tmp_path)
         os.close(live)
     assert outcomes(r) == {"passed": 1}
     assert sorted(name for name in os.listdir(temp) if name.startswith("tclamp-")) == [
-        "tclamp-tcltest-link", "tclamp-tcltest-live", "tclamp-tcltest-new"]
+        "tclamp-tcltest-locked-link", "tclamp-tcltest-locked-live", "tclamp-tcltest-locked-new",
+        "tclamp-tcltest-x7k2_q9a"]
     assert os.listdir(target) == ["kept"]
 
 
@@ -426,9 +430,9 @@ def test_a_temporary_directory_without_locks_runs_the_files(tmp_path):
     one in use, stays.  Before, every tcltest file failed to collect with
     "cannot start tclsh: [Errno 38] Function not implemented"."""
     temp = tmp_path / "temp"
-    (temp / "tclamp-tcltest-old").mkdir(parents=True)
+    (temp / "tclamp-tcltest-locked-old").mkdir(parents=True)
     an_hour_ago = time.time() - 3600
-    os.utime(temp / "tclamp-tcltest-old", (an_hour_ago, an_hour_ago))
+    os.utime(temp / "tclamp-tcltest-locked-old", (an_hour_ago, an_hour_ago))
     (tmp_path / "conftest.py").write_text(
         "import errno\nimport fcntl\n\n"
         "def flock(fd, operation):\n"
@@ -439,7 +443,7 @@ def test_a_temporary_directory_without_locks_runs_the_files(tmp_path):
         "test quick {} {expr 1} 1\ncleanupTests\n")
     r = run_pytest(tmp_path, "quick.test", env={"TMPDIR": str(temp)})
     assert outcomes(r) == {"passed": 1}, r.stdout
-    assert os.listdir(temp) == ["tclamp-tcltest-old"]
+    assert os.listdir(temp) == ["tclamp-tcltest-locked-old"]
 
 
 def test_a_timeout_on_a_hanging_case_names_it(tmp_path):

@@ -47,7 +47,9 @@ TAIL = 4000  # characters of stray output kept in a file-level failure
 ELSEWHERE = ("the file sent tcltest's output elsewhere (tcltest::configure -outfile, "
              "or tcltest::outputChannel)")
 HALF_CHARACTER = re.compile("[\ud800-\udfff]")
-SCRATCH = "tclamp-tcltest-"  # a file's scratch directory, in the temporary directory
+# A file's scratch directory, in the temporary directory.  An older tclamp's,
+# tclamp-tcltest-<random>, held no lock: the sweep leaves those alone.
+SCRATCH = "tclamp-tcltest-locked-"
 
 
 def shown(text):
