@@ -116,6 +116,11 @@ def test_a_python_named_without_a_slash_and_path_unset_is_looked_up_on_the_defau
     assert r.stdout.splitlines() == [
         "1", 'tclamp: cannot start Python: "/bin/true" is not a Python interpreter '
              "(it printed nothing)", "TCLAMP PYTHON_START", "", "alive"]
+    # and a name it does not hold says where it was looked for
+    r = tclsh(CHECK, TCLAMP_PYTHON="no-such-python-here", PATH=None)
+    assert r.stdout.splitlines() == [
+        "1", 'tclamp: cannot start Python: "no-such-python-here" is not a command on the '
+             "default path /bin:/usr/bin (PATH is unset)", "TCLAMP PYTHON_START", "", "alive"]
 
 
 def test_a_path_entry_beginning_with_a_tilde_is_a_name_as_the_os_takes_it(tclsh, tmp_path):

@@ -101,8 +101,10 @@ if {$running ne ""} {
             }
         }
         if {$found eq ""} {
+            set searched [expr {[info exists ::env(PATH)] ? "PATH"
+                                : "the default path /bin:/usr/bin (PATH is unset)"}]
             throw {TCLAMP PYTHON_START} \
-                "tclamp: cannot start Python: \"$python\" is not a command on PATH"
+                "tclamp: cannot start Python: \"$python\" is not a command on $searched"
         }
         set python $found
     }
