@@ -282,6 +282,16 @@ def test_a_process_left_running_does_not_hold_up_the_run(tmp_path):
                 pass
 
 
+# A tcltest file whose one case writes its tclsh's pid to `hanging`, then
+# sleeps outside the event loop.
+SLEEPING_CASE = ("package require tcltest\nnamespace import tcltest::*\n"
+                 "test hangs {} -body {\n"
+                 "    set f [open hanging w]; puts $f [pid]; close $f\n"
+                 "    after 600000\n"
+                 "} -result {}\n"
+                 "cleanupTests\n")
+
+
 def start_pytest(tmp_path, env=None, **output):
     """pytest on tmp_path's hang.test, in the background."""
     return subprocess.Popen(
@@ -341,13 +351,7 @@ def running_driver(pid):
 def test_a_killed_pytest_takes_its_tclsh_with_it(tmp_path, signal_number):
     # The case sleeps outside the event loop; before, its tclsh slept on
     # for ten minutes after pytest was gone.
-    (tmp_path / "hang.test").write_text(
-        "package require tcltest\nnamespace import tcltest::*\n"
-        "test hangs {} -body {\n"
-        "    set f [open hanging w]; puts $f [pid]; close $f\n"
-        "    after 600000\n"
-        "} -result {}\n"
-        "cleanupTests\n")
+    (tmp_path / "hang.test").write_text(SLEEPING_CASE)
     pytest_run = start_pytest(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tclsh = None
     try:
@@ -375,13 +379,7 @@ def test_the_scratch_directory_of_a_killed_pytest_goes_at_the_next_run(tmp_path)
     held no lock."""
     temp = tmp_path / "temp"
     temp.mkdir()
-    (tmp_path / "hang.test").write_text(
-        "package require tcltest\nnamespace import tcltest::*\n"
-        "test hangs {} -body {\n"
-        "    set f [open hanging w]; puts $f [pid]; close $f\n"
-        "    after 600000\n"
-        "} -result {}\n"
-        "cleanupTests\n")
+    (tmp_path / "hang.test").write_text(SLEEPING_CASE)
     killed = start_pytest(tmp_path, env={"TMPDIR": str(temp)},
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
