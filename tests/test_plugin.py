@@ -38,6 +38,12 @@ def run_pytest(directory, *args, cache=False, env=None, start=("-m", "pytest")):
                                    **(env or {})))
 
 
+def collected_ids(directory, *args):
+    """The node ids that `pytest --collect-only -q` lists, one a line."""
+    listed = run_pytest(directory, "--collect-only", "-q", *args)
+    return listed.stdout.split("\n\n")[0].splitlines()
+
+
 def outcomes(result):
     """pytest's closing line as {word: count}, e.g. {"failed": 4, "passed": 6}."""
     last = result.stdout.strip().splitlines()[-1]
@@ -519,8 +525,7 @@ def test_a_name_ending_in_a_bracket_is_not_taken_for_a_repeat(tmp_path):
         "test {x[2]} {the second x[2]} {expr 1} 1\n"
         "test {y]} {} {expr 1} 1\n"
         "cleanupTests\n")
-    listed = run_pytest(tmp_path, "--collect-only", "-q", "brackets.test")
-    assert listed.stdout.split("\n\n")[0].splitlines() == [
+    assert collected_ids(tmp_path, "brackets.test") == [
         "brackets.test::x[2][1]", "brackets.test::x", "brackets.test::x[2]",
         "brackets.test::x[2][2]", "brackets.test::y][1]"]
     r = run_pytest(tmp_path, "-rA", "brackets.test::x[2]", "brackets.test::x[2][1]")
@@ -540,15 +545,13 @@ def test_a_name_with_a_bracket_inside_is_shown_and_reported_by_its_id(tmp_path):
         "test {x[a} {the second} {expr 1} 1\n"
         "cleanupTests\n")
     ids = ["open.test::x[a[1]", "open.test::[y[1]", "open.test::x[a[2]"]
-    listed = run_pytest(tmp_path, "--collect-only", "-q", "open.test")
-    assert listed.stdout.split("\n\n")[0].splitlines() == ids
+    assert collected_ids(tmp_path, "open.test") == ids
     r = run_pytest(tmp_path, "-rA", "--junitxml=junit.xml", "open.test")
     assert re.findall(r"^(?:PASSED|FAILED) (\S+)", r.stdout, re.M) == [ids[1], ids[2], ids[0]]
     assert [name for name, _ in junit_cases(tmp_path / "junit.xml")] == [
         name.split("::")[1] for name in ids]
     for name in ids:    # passed back, each selects its case alone
-        listed = run_pytest(tmp_path, "--collect-only", "-q", name)
-        assert listed.stdout.split("\n\n")[0].splitlines() == [name]
+        assert collected_ids(tmp_path, name) == [name]
 
 
 def test_a_noncharacter_in_a_name_keeps_its_junit_name_its_own(tmp_path):
@@ -561,8 +564,7 @@ def test_a_noncharacter_in_a_name_keeps_its_junit_name_its_own(tmp_path):
         "test \"e\\ufffe\" {} {expr 1} 1\n"
         "test f#xFFFF {} {expr 1} 1\n"
         "cleanupTests\n")
-    listed = run_pytest(tmp_path, "--collect-only", "-q", "xml.test")
-    assert listed.stdout.split("\n\n")[0].splitlines() == [
+    assert collected_ids(tmp_path, "xml.test") == [
         "xml.test::f\\uffff", "xml.test::e\\ufffe", "xml.test::f#xFFFF"]
     r = run_pytest(tmp_path, "--junitxml=junit.xml", "xml.test")
     assert outcomes(r) == {"passed": 3}
@@ -606,8 +608,7 @@ def test_ids_are_one_line_each_names_own_and_select_their_case(tmp_path):
         "cleanupTests\n")
     ids = ["a: :b", "a:\\x20:b", "a: : :b", "line\\nbreak", "line\\\\nbreak",
            "tab\\tand\\x1b"]
-    listed = run_pytest(tmp_path, "--collect-only", "-q", "ids.test")
-    assert listed.stdout.split("\n\n")[0].splitlines() == [f"ids.test::{name}" for name in ids]
+    assert collected_ids(tmp_path, "ids.test") == [f"ids.test::{name}" for name in ids]
     for name in ids:    # each printed id selects its case and no other
         r = run_pytest(tmp_path, "-rA", f"ids.test::{name}")
         assert re.findall(r"^(PASSED|FAILED) (.*)$", r.stdout, re.M) == [
