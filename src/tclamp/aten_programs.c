@@ -142,13 +142,15 @@ run_block(Tcl_Interp *interp, const unsigned char *program, int len, Tcl_Obj *bo
     signed char dtype = aten.get_dtype(device);
     run_ops(program, len - 3);
     /* casts of another dtype would clash (one made while the cache was off) */
-    if (aten.get_dtype(device) != dtype || (aten.is_cache_enabled() && !cache_enabled))
+    bool turned_on = aten.is_cache_enabled() && !cache_enabled;
+    if (aten.get_dtype(device) != dtype || turned_on)
         aten.clear_cache();
     atomic_fetch_sub(&programs_running, 1);
     int code = run_body(interp, body, Tcl_GetString(name));
     atomic_fetch_add(&programs_running, 1);
     if (!atomic_load(&programs_stopped)) {
-        if (aten.decrement_nesting() == 0 || aten.get_dtype(device) != dtype
+        /* turned_on too: the body may have turned the cache off again */
+        if (aten.decrement_nesting() == 0 || aten.get_dtype(device) != dtype || turned_on
                 || (aten.is_cache_enabled() && !cache_enabled))
             aten.clear_cache();
         aten.set_enabled(device, enabled);

@@ -133,9 +133,12 @@ def run_block(body, device_type, dtype, enabled, cache_enabled):
     try:
         return _bridge.current().evaluate(body)
     finally:
+        # The block's own flag too: a body may have turned the cache off
+        # again (a `package require tclamp` in a new interpreter does) after
+        # caching casts that the restored dtype would clash with.
         if (torch.autocast_decrement_nesting() == 0
                 or torch.get_autocast_dtype(device_type) != saved[1]
-                or torch.is_autocast_cache_enabled() and not saved[2]):
+                or (cache_enabled or torch.is_autocast_cache_enabled()) and not saved[2]):
             torch.clear_autocast_cache()
         torch.set_autocast_enabled(device_type, saved[0])
         torch.set_autocast_dtype(device_type, saved[1])
