@@ -1,6 +1,7 @@
 import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,13 @@ def tcl_text(text):
     code units, so a high and a low surrogate side by side come back as the
     one character beyond the BMP that they encode."""
     return text if TCL9 else text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def sigint_as_at_a_terminal():
+    """A program started at a terminal has SIGINT in its default state; one
+    started by a shell's background job inherits it ignored (a preexec_fn
+    for a child that a test sends SIGINT)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def tcl_env(**extra):

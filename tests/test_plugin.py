@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from conftest import ROOT, TCL9, TCLSH, tcl_env, torch_sees_gpu
+from conftest import ROOT, TCL9, TCLSH, sigint_as_at_a_terminal, tcl_env, torch_sees_gpu
 from tclamp.pytest_plugin import id_text
 
 CASES = ROOT / "tests" / "plugin_cases"
@@ -299,11 +299,12 @@ SLEEPING_CASE = ("package require tcltest\nnamespace import tcltest::*\n"
 
 
 def start_pytest(tmp_path, env=None, **output):
-    """pytest on tmp_path's hang.test, in the background."""
+    """pytest on tmp_path's hang.test, in the background, taking SIGINT as
+    at a terminal whatever this test run inherited."""
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "hang.test"], cwd=tmp_path,
         env=dict(os.environ, COLUMNS="200", PYTHONPATH=str(ROOT / "src"), **(env or {})),
-        **output)
+        preexec_fn=sigint_as_at_a_terminal, **output)
 
 
 def wait_for_the_hanging_case(tmp_path, pytest_run):

@@ -14,7 +14,7 @@ import pexpect
 import pytest
 import torch
 
-from conftest import ROOT, TCL9, TCLSH, needs_setup, tcl_env
+from conftest import ROOT, TCL9, TCLSH, needs_setup, sigint_as_at_a_terminal, tcl_env
 
 VERSION = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
 
@@ -25,12 +25,6 @@ def python_buffered_env(**extra):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     env.update(extra)
     return env
-
-
-def sigint_as_at_a_terminal():
-    """A program started at a terminal has SIGINT in its default state; one
-    started by a shell's background job inherits it ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def spawn(home, *args):
