@@ -112,13 +112,15 @@ def scratch_directory():
     goes with the process however it ends, in any pid namespace that shares
     the directory, so the next pytest can tell a leftover from one in use."""
     path = tempfile.mkdtemp(prefix=SCRATCH)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        locked(fd)
-        yield Path(path)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            locked(fd)
+            yield Path(path)
+        finally:
+            os.close(fd)
     finally:
         shutil.rmtree(path, ignore_errors=True)
-        os.close(fd)
 
 
 @functools.lru_cache(maxsize=None)  # once per pytest process
