@@ -359,7 +359,9 @@ def test_a_killed_pytest_takes_its_tclsh_with_it(tmp_path, signal_number):
     # The case sleeps outside the event loop; before, its tclsh slept on
     # for ten minutes after pytest was gone.
     (tmp_path / "hang.test").write_text(SLEEPING_CASE)
-    pytest_run = start_pytest(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # (its scratch directory, which a killed pytest leaves, goes with tmp_path)
+    pytest_run = start_pytest(tmp_path, env={"TMPDIR": str(tmp_path)},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tclsh = None
     try:
         tclsh = wait_for_the_hanging_case(tmp_path, pytest_run)
