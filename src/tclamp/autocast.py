@@ -126,19 +126,20 @@ def run_block(body, device_type, dtype, enabled, cache_enabled):
     torch.set_autocast_enabled(device_type, enabled)
     if dtype is not None:
         torch.set_autocast_dtype(device_type, dtype)
-    if dtype not in (None, saved[1]) or cache_enabled and not saved[2]:
+    turned_on = cache_enabled and not saved[2]
+    if dtype not in (None, saved[1]) or turned_on:
         torch.clear_autocast_cache()
     torch.set_autocast_cache_enabled(cache_enabled)
     torch.autocast_increment_nesting()
     try:
         return _bridge.current().evaluate(body)
     finally:
-        # The block's own flag too: a body may have turned the cache off
-        # again (a `package require tclamp` in a new interpreter does) after
-        # caching casts that the restored dtype would clash with.
+        # turned_on too: a body may have turned the cache off again (a
+        # `package require tclamp` in a new interpreter does) after caching
+        # casts that the restored dtype would clash with.
         if (torch.autocast_decrement_nesting() == 0
-                or torch.get_autocast_dtype(device_type) != saved[1]
-                or (cache_enabled or torch.is_autocast_cache_enabled()) and not saved[2]):
+                or torch.get_autocast_dtype(device_type) != saved[1] or turned_on
+                or torch.is_autocast_cache_enabled() and not saved[2]):
             torch.clear_autocast_cache()
         torch.set_autocast_enabled(device_type, saved[0])
         torch.set_autocast_dtype(device_type, saved[1])
