@@ -368,6 +368,17 @@ def test_a_directory_name_that_is_not_utf8_is_refused_and_uninstalled_without_a_
     assert (r.returncode, r.stderr) == (0, "")
     assert r.stdout == f"removed {tmp_path}/x\\xff/tclamp/pkgIndex.tcl, {tmp_path}/x\\xff/tclamp\n"
     assert os.listdir(tmp_path) == [os.fsdecode(b"x\xff")]
+    # Its refusals name the directory the same way.
+    r = install_tcl_outside_a_checkout("uninstall-tcl", target, **strict)
+    assert (r.returncode, r.stderr) == (1, f"tclamp uninstall-tcl: no pkgIndex.tcl in {tmp_path}/"
+                                           "x\\xff/tclamp: name the directory that tclamp "
+                                           "install-tcl wrote to\n")
+    target.mkdir()
+    (target / "pkgIndex.tcl").write_text("package ifneeded foo 1.0 {}\n")
+    r = install_tcl_outside_a_checkout("uninstall-tcl", target, **strict)
+    assert (r.returncode, r.stderr) == (1, f"tclamp uninstall-tcl: {tmp_path}/x\\xff/tclamp/"
+                                           "pkgIndex.tcl is not an index that tclamp install-tcl "
+                                           "wrote: left as it is\n")
 
 
 def test_install_tcl_leaves_another_packages_index_alone(tmp_path):

@@ -119,13 +119,13 @@ def uninstall_tcl(directory):
     it made for it, each only if nothing else is in it."""
     index = Path(directory).absolute() / "pkgIndex.tcl"
     if not index.is_file():
-        raise SystemExit(f"tclamp uninstall-tcl: no pkgIndex.tcl in {index.parent}: "
+        raise SystemExit(f"tclamp uninstall-tcl: no pkgIndex.tcl in {shown(index.parent)}: "
                          "name the directory that tclamp install-tcl wrote to")
     line = first_line(index) or ""
     if not (line.startswith(INDEX_START) and WRITTEN in line):
         # Another package's, or the one beside tclamp's package (pip
         # uninstall removes that) or in a checkout.
-        raise SystemExit(f"tclamp uninstall-tcl: {index} is not an index that tclamp "
+        raise SystemExit(f"tclamp uninstall-tcl: {shown(index)} is not an index that tclamp "
                          "install-tcl wrote: left as it is")
     # Its own directory (the documented ones are named tclamp) and those
     # made for it, deepest first.

@@ -86,8 +86,13 @@ if {$running ne ""} {
         # unset PATH is the system's default path, which execvp and sh
         # search: glibc's confstr(_CS_PATH), which Tcl cannot call, is
         # /bin:/usr/bin on Linux (Python's os.defpath too).
-        set places [expr {![info exists ::env(PATH)] ? {/bin /usr/bin}
-                          : $::env(PATH) eq "" ? {{}} : [split $::env(PATH) :]}]
+        if {[info exists ::env(PATH)]} {
+            set places [expr {$::env(PATH) eq "" ? {{}} : [split $::env(PATH) :]}]
+            set searched PATH
+        } else {
+            set places {/bin /usr/bin}
+            set searched "the default path /bin:/usr/bin (PATH is unset)"
+        }
         foreach place $places {
             # A leading ~ is a name, as exec takes it (Tcl 8.6's file
             # commands would read it as the home directory, which the
@@ -101,8 +106,6 @@ if {$running ne ""} {
             }
         }
         if {$found eq ""} {
-            set searched [expr {[info exists ::env(PATH)] ? "PATH"
-                                : "the default path /bin:/usr/bin (PATH is unset)"}]
             throw {TCLAMP PYTHON_START} \
                 "tclamp: cannot start Python: \"$python\" is not a command on $searched"
         }
