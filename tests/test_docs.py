@@ -1,5 +1,6 @@
 """Every Tcl example in docs/ and in the README runs as written, and its
-`# Error:` and `# Returns:` comments hold.
+`# Error:` and `# Returns:` comments hold; every Python example runs as
+written, in a fresh Python, without an error.
 
 Each page runs in one fresh tclsh, its blocks in order, as a reader pasting
 them would run them: the script is `package require tclamp` and the blocks,
@@ -7,6 +8,8 @@ nothing else, so a page shows its own set-up.  Each block runs inside a
 `catch` at global level, to report it alone; a checked line is rewritten
 in place into a test of exactly the outcome its comment states."""
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -15,6 +18,7 @@ from conftest import ROOT, run_tclsh
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 BLOCK = re.compile(r"```tcl\n(.*?)```", re.S)
+PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 EXPECT = re.compile(r"^\s*# (Error|Returns): (.*)$")
 
 
@@ -78,6 +82,19 @@ def test_doc_example(page, block, tmp_path_factory):
     outcomes, stderr = run_page(page, tmp_path_factory)
     assert block in outcomes, f"the page stopped before block {block}:\n{stderr}"
     assert outcomes[block].startswith("ok"), outcomes[block]
+
+
+PYTHON_CASES = [(path, n) for path in PAGES
+                for n in range(len(PYTHON_BLOCK.findall(path.read_text())))]
+
+
+@pytest.mark.parametrize("page,block", PYTHON_CASES,
+                         ids=[f"{p.relative_to(ROOT)}#python{n}" for p, n in PYTHON_CASES])
+def test_doc_python_example(page, block, tmp_path):
+    code = PYTHON_BLOCK.findall(page.read_text())[block]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stderr
 
 
 def test_readme_has_examples():
