@@ -1535,6 +1535,18 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
                const char *new_name, int flags)
 {
     Handle *h = cd;
+    if (flags & TCL_TRACE_DELETE) {
+        /* The command is being deleted (handle_deleted, which frees h, runs
+           next).  The trace goes now, the way Tcl's own `trace add command`
+           traces go: a script's rename trace that deletes the command (`rename
+           $old {}`, `py release $old`) runs while Tcl walks the command's
+           rename traces, and Tcl frees a trace that only watches renames
+           without moving that walk past it, so it would call this one with h
+           freed, or read the freed trace itself. */
+        Tcl_UntraceCommand(interp, old_name, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
+                           handle_renamed, h);
+        return;
+    }
     if (new_name == NULL || new_name[0] == '\0' || (flags & TCL_TRACE_DESTROYED)
             || h->object == NULL)
         return;                 /* deletion: handle_deleted does the work */
@@ -1625,7 +1637,8 @@ make_handle(InterpState *owner, PyObject *value)
         handle_deleted(h);
         return Tcl_NewStringObj(text, (Tcl_Size)len);
     }
-    Tcl_TraceCommand(owner->interp, text, TCL_TRACE_RENAME, handle_renamed, h);
+    Tcl_TraceCommand(owner->interp, text, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
+                     handle_renamed, h);
     return Tcl_NewStringObj(text, (Tcl_Size)len);
 }
 
