@@ -1267,6 +1267,8 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
             Tcl_ListObjAppendElement(NULL, options, frames);
             Tcl_SetReturnOptions(interp, options);
             Tcl_DecrRefCount(options);
+            if (owner != NULL && owner->interp == interp)
+                owner->errorstack_given = 1;
         }
         Tcl_SetObjErrorCode(interp, code);
         if (head != NULL) {

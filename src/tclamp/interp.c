@@ -604,12 +604,43 @@ interrupted_result(Tcl_Interp *interp, int code, int want)
     return NULL;
 }
 
+/* Empties the interpreter's -errorstack list before an evaluation from
+   Python, after report_python_error gave it an error's frames.  Tcl logs no
+   frames for an error whose errorInfo the script gives (`error message
+   info`, `return -code error -errorinfo ...` in a proc): its -errorstack is
+   the list as the last logged error left it.  Were those the frames given,
+   they came back with the new error (its TclError's errorstack), were given
+   to Tcl again and grew by the procs around each time: a loop in a proc
+   catching such errors from `py call` grew the list without end, each turn
+   slower than the last.  The pending errorInfo and errorCode go to
+   ::errorInfo and ::errorCode first, as the evaluation's own reset sends
+   them; the list is emptied without touching either. */
+static void
+forget_given_errorstack(InterpState *s, Tcl_Interp *interp)
+{
+    s->errorstack_given = 0;
+    Tcl_ResetResult(interp);
+    Tcl_Obj *options = Tcl_NewListObj(0, NULL);
+    Tcl_IncrRefCount(options);
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-code", -1));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(TCL_ERROR));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-level", -1));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(0));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-errorstack", -1));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewListObj(0, NULL));
+    Tcl_SetReturnOptions(interp, options);
+    Tcl_DecrRefCount(options);
+    Tcl_ResetResult(interp);
+}
+
 /* Runs Tcl work for Python at level 0; its result as `want` asks, or its
    error raised. */
 static inline PyObject *
 run_global(InterpState *s, TclWork work, int want)
 {
     Tcl_Interp *interp = s->interp;
+    if (s->errorstack_given)
+        forget_given_errorstack(s, interp);
     int code, depth = ++s->evaluations;
     Tcl_Preserve(interp);
     code = run_tcl(s, work);
