@@ -1267,9 +1267,11 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
             Tcl_ListObjAppendElement(NULL, options, frames);
             Tcl_SetReturnOptions(interp, options);
             Tcl_DecrRefCount(options);
-            if (owner != NULL && owner->interp == interp)
-                owner->errorstack_given = 1;
         }
+        /* The list Tcl's -errorstack holds now is this error's: the next
+           evaluation from Python starts with none (run_global). */
+        if (owner != NULL && owner->interp == interp)
+            owner->errorstack_given = 1;
         Tcl_SetObjErrorCode(interp, code);
         if (head != NULL) {
             /* errorInfo starts with what the result is when it begins */
@@ -1544,9 +1546,14 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
            $old {}`, `py release $old`) runs while Tcl walks the command's
            rename traces, and Tcl frees a trace that only watches renames
            without moving that walk past it, so it would call this one with h
-           freed, or read the freed trace itself. */
+           freed, or read the freed trace itself.  A name that no longer
+           finds the command would leave "unknown command" as the result of
+           whatever deleted it: the interpreter's state is kept, as Tcl's
+           own traces keep it. */
+        Tcl_InterpState state = Tcl_SaveInterpState(interp, TCL_OK);
         Tcl_UntraceCommand(interp, old_name, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
                            handle_renamed, h);
+        (void)Tcl_RestoreInterpState(interp, state);
         return;
     }
     if (new_name == NULL || new_name[0] == '\0' || (flags & TCL_TRACE_DESTROYED)

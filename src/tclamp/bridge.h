@@ -216,9 +216,9 @@ struct InterpState {
     int evaluations;            /* Python's eval, call, eval_file running here (GIL) */
     int interrupted;            /* the one of them Interp.interrupt stopped, by
                                    its depth (1: outermost); 0: none (GIL) */
-    int errorstack_given;       /* report_python_error gave Tcl an error's
-                                   -errorstack: the next evaluation from Python
-                                   starts with an empty one (run_global) */
+    int errorstack_given;       /* report_python_error made Tcl's error here:
+                                   the next evaluation from Python starts with
+                                   an empty -errorstack (run_global) */
     PyObject *handles;          /* "::py::objN" -> object (the one reference) */
     PyObject *by_object;        /* id(object) -> name: one handle per object */
     PyObject *scripts;          /* Interp.eval: script str -> its Tcl value (capsule),

@@ -604,17 +604,18 @@ interrupted_result(Tcl_Interp *interp, int code, int want)
     return NULL;
 }
 
-/* Empties the interpreter's -errorstack list before an evaluation from
-   Python, after report_python_error gave it an error's frames.  Tcl logs no
+/* Empties the interpreter's -errorstack before an evaluation from Python
+   that follows an error report_python_error made there.  Tcl logs no
    frames for an error whose errorInfo the script gives (`error message
-   info`, `return -code error -errorinfo ...` in a proc): its -errorstack is
-   the list as the last logged error left it.  Were those the frames given,
-   they came back with the new error (its TclError's errorstack), were given
-   to Tcl again and grew by the procs around each time: a loop in a proc
-   catching such errors from `py call` grew the list without end, each turn
-   slower than the last.  The pending errorInfo and errorCode go to
+   info`, `return -code error -errorinfo ...`): its -errorstack is the list
+   the last logged error left, here that Python error's.  It came back with
+   the new error (its TclError's errorstack), was given to Tcl again and
+   grew by the procs around it each time: a loop in a proc catching such
+   errors from `py call` grew the list without end, each turn slower.  Now
+   such an error brings none back, and Tcl logs the py command's frames as
+   for any error from Python.  The pending errorInfo and errorCode go to
    ::errorInfo and ::errorCode first, as the evaluation's own reset sends
-   them; the list is emptied without touching either. */
+   them. */
 static void
 forget_given_errorstack(InterpState *s, Tcl_Interp *interp)
 {
