@@ -1584,6 +1584,18 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
     leave(&e);
 }
 
+/* A handle's own name, ::py::objN, in text (NUL-terminated); its length. */
+#define HANDLE_TEXT_ROOM (sizeof(HANDLE_PREFIX) + 20)
+static size_t
+handle_text(unsigned long number, char text[HANDLE_TEXT_ROOM])
+{
+    const size_t len = sizeof(HANDLE_PREFIX) - 1 + digits_of(number);
+    memcpy(text, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1);
+    write_digits(number, text + len);
+    text[len] = '\0';
+    return len;
+}
+
 static Tcl_Obj *
 make_handle(InterpState *owner, PyObject *value)
 {
@@ -1604,12 +1616,9 @@ make_handle(InterpState *owner, PyObject *value)
     /* Taken before anything that can run Python (the deletion below may
        run a finalizer that makes handles too). */
     const unsigned long number = ++handles_made;
-    char text[sizeof(HANDLE_PREFIX) + 20];
-    const Py_ssize_t len = (Py_ssize_t)sizeof(HANDLE_PREFIX) - 1 + digits_of(number);
-    memcpy(text, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1);
-    write_digits(number, text + len);
+    char text[HANDLE_TEXT_ROOM];
+    const Py_ssize_t len = (Py_ssize_t)handle_text(number, text);
     PyObject *name = PyErr_Occurred() ? NULL : PyUnicode_FromStringAndSize(text, len);
-    text[len] = '\0';
     /* A handle renamed onto this name goes first, its command with it, as
        any command there would when this one is made. */
     if (name != NULL && PyDict_Contains(owner->handles, name) == 1)
@@ -1683,8 +1692,18 @@ delete_handles(Handle *const *gone, size_t n)
     for (size_t i = 0; i < n; i++)
         lifetime_enter(&gone[i]->life);     /* the records outlive the loop */
     for (size_t i = 0; i < n; i++) {
-        if (!gone[i]->gone && !gone[i]->renamed && gone[i]->owner->interp != NULL)
-            Tcl_DeleteCommandFromToken(gone[i]->owner->interp, gone[i]->token);
+        Handle *h = gone[i];
+        if (h->gone || h->renamed || h->owner->interp == NULL)
+            continue;
+        /* Its trace goes first, by its own name: a command left with no
+           delete trace is deleted without Tcl making its full name for
+           them, most of what handle_renamed's trace adds to a deletion.
+           (No Python here: a conversion's error may be pending.) */
+        char name[HANDLE_TEXT_ROOM];
+        handle_text(h->number, name);
+        Tcl_UntraceCommand(h->owner->interp, name, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
+                           handle_renamed, h);
+        Tcl_DeleteCommandFromToken(h->owner->interp, h->token);
     }
     for (size_t i = 0; i < n; i++)
         lifetime_leave(&gone[i]->life);
