@@ -1187,6 +1187,23 @@ frames_left(PyObject *value, PyObject *crossed)
     return frames;
 }
 
+/* Sets the interpreter's -errorstack to `frames` (taking that reference),
+   as `return -level 0 -code error -errorstack $frames` would. */
+void
+set_errorstack(Tcl_Interp *interp, Tcl_Obj *frames)
+{
+    Tcl_Obj *options = Tcl_NewListObj(0, NULL);
+    Tcl_IncrRefCount(options);
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-code", -1));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(TCL_ERROR));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-level", -1));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(0));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-errorstack", -1));
+    Tcl_ListObjAppendElement(NULL, options, frames);
+    Tcl_SetReturnOptions(interp, options);
+    Tcl_DecrRefCount(options);
+}
+
 /* The pending Python exception becomes the Tcl outcome (an error, or the
    code a TclError carries); returns that code. */
 int
@@ -1254,20 +1271,10 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
     Py_XDECREF(value);
     Tcl_SetObjResult(interp, message);
     if (rc == TCL_ERROR) {
-        if (frames != NULL) {
-            /* the procs an error left before it passed through Python
-               begin -errorstack, as a `return -errorstack` would set them */
-            Tcl_Obj *options = Tcl_NewListObj(0, NULL);
-            Tcl_IncrRefCount(options);
-            Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-code", -1));
-            Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(TCL_ERROR));
-            Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-level", -1));
-            Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(0));
-            Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-errorstack", -1));
-            Tcl_ListObjAppendElement(NULL, options, frames);
-            Tcl_SetReturnOptions(interp, options);
-            Tcl_DecrRefCount(options);
-        }
+        /* the procs an error left before it passed through Python begin
+           -errorstack */
+        if (frames != NULL)
+            set_errorstack(interp, frames);
         /* The list Tcl's -errorstack holds now is this error's: the next
            evaluation from Python starts with none (run_global). */
         if (owner != NULL && owner->interp == interp)

@@ -621,16 +621,7 @@ forget_given_errorstack(InterpState *s, Tcl_Interp *interp)
 {
     s->errorstack_given = 0;
     Tcl_ResetResult(interp);
-    Tcl_Obj *options = Tcl_NewListObj(0, NULL);
-    Tcl_IncrRefCount(options);
-    Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-code", -1));
-    Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(TCL_ERROR));
-    Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-level", -1));
-    Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(0));
-    Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-errorstack", -1));
-    Tcl_ListObjAppendElement(NULL, options, Tcl_NewListObj(0, NULL));
-    Tcl_SetReturnOptions(interp, options);
-    Tcl_DecrRefCount(options);
+    set_errorstack(interp, Tcl_NewListObj(0, NULL));
     Tcl_ResetResult(interp);
 }
 
