@@ -17,13 +17,12 @@ from conftest import ROOT, run_tclsh
 
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-BLOCK = re.compile(r"```tcl\n(.*?)```", re.S)
-PYTHON_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 EXPECT = re.compile(r"^\s*# (Error|Returns): (.*)$")
 
 
-def tcl_blocks(page):
-    return BLOCK.findall(page.read_text())
+def code_blocks(page, language="tcl"):
+    """The page's ```language blocks, in order."""
+    return re.findall(rf"```{language}\n(.*?)```", page.read_text(), re.S)
 
 
 def checked(block):
@@ -60,7 +59,7 @@ def run_page(path, tmp_path_factory):
 
 def _run_page(path, tmp_path_factory):
     script = ["package require tclamp"]
-    for n, block in enumerate(tcl_blocks(path)):
+    for n, block in enumerate(code_blocks(path)):
         script.append(f"if {{[catch {{\n{checked(block)}\n}} message options]}} {{\n"
                       f"    puts \"@@block {n} failed: [dict get $options -errorinfo]\"\n"
                       f"}} else {{\n    puts \"@@block {n} ok\"\n}}")
@@ -73,7 +72,7 @@ def _run_page(path, tmp_path_factory):
 
 
 PAGES = [DOCS / name for name in sorted(p.name for p in DOCS.glob("*.md"))] + [README]
-CASES = [(path, n) for path in PAGES for n in range(len(tcl_blocks(path)))]
+CASES = [(path, n) for path in PAGES for n in range(len(code_blocks(path)))]
 
 
 @pytest.mark.parametrize("page,block", CASES,
@@ -85,20 +84,20 @@ def test_doc_example(page, block, tmp_path_factory):
 
 
 PYTHON_CASES = [(path, n) for path in PAGES
-                for n in range(len(PYTHON_BLOCK.findall(path.read_text())))]
+                for n in range(len(code_blocks(path, "python")))]
 
 
 @pytest.mark.parametrize("page,block", PYTHON_CASES,
                          ids=[f"{p.relative_to(ROOT)}#python{n}" for p, n in PYTHON_CASES])
 def test_doc_python_example(page, block, tmp_path):
-    code = PYTHON_BLOCK.findall(page.read_text())[block]
+    code = code_blocks(page, "python")[block]
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stderr
 
 
 def test_readme_has_examples():
-    assert len(tcl_blocks(README)) >= 4
+    assert len(code_blocks(README)) >= 4
 
 
 def test_every_command_has_a_page():
