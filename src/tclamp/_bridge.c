@@ -1554,13 +1554,11 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
            rename traces, and Tcl frees a trace that only watches renames
            without moving that walk past it, so it would call this one with h
            freed, or read the freed trace itself.  A name that no longer
-           finds the command would leave "unknown command" as the result of
-           whatever deleted it: the interpreter's state is kept, as Tcl's
-           own traces keep it. */
-        Tcl_InterpState state = Tcl_SaveInterpState(interp, TCL_OK);
+           finds the command leaves "unknown command" in the interpreter; Tcl
+           throws it away, as it calls command traces between a save and a
+           restore of the interpreter's state (8.6, 9). */
         Tcl_UntraceCommand(interp, old_name, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
                            handle_renamed, h);
-        (void)Tcl_RestoreInterpState(interp, state);
         return;
     }
     if (new_name == NULL || new_name[0] == '\0' || (flags & TCL_TRACE_DESTROYED)
