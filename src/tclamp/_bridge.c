@@ -1550,13 +1550,14 @@ handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
         /* The command is being deleted (handle_deleted, which frees h, runs
            next).  The trace goes now, the way Tcl's own `trace add command`
            traces go: a script's rename trace that deletes the command (`rename
-           $old {}`, `py release $old`) runs while Tcl walks the command's
-           rename traces, and Tcl frees a trace that only watches renames
-           without moving that walk past it, so it would call this one with h
-           freed, or read the freed trace itself.  A name that no longer
-           finds the command leaves "unknown command" in the interpreter; Tcl
-           throws it away, as it calls command traces between a save and a
-           restore of the interpreter's state (8.6, 9). */
+           $old {}`) runs while Tcl walks the command's rename traces, and Tcl
+           frees a trace that only watches renames without moving that walk
+           past it, so it would call this one with h freed, or read the freed
+           trace itself.  (`py release`, Interp.release and a scope take the
+           trace off before they delete: this runs for the other ways.)  A
+           name that no longer finds the command leaves "unknown command" in
+           the interpreter; Tcl throws it away, as it calls command traces
+           between a save and a restore of the interpreter's state (8.6, 9). */
         Tcl_UntraceCommand(interp, old_name, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
                            handle_renamed, h);
         return;
@@ -1627,7 +1628,7 @@ make_handle(InterpState *owner, PyObject *value)
     /* A handle renamed onto this name goes first, its command with it, as
        any command there would when this one is made. */
     if (name != NULL && PyDict_Contains(owner->handles, name) == 1)
-        Tcl_DeleteCommand(owner->interp, text);
+        delete_handle_named(owner->interp, text);
     if (name == NULL || PyDict_SetItem(owner->handles, name, value) < 0
             || PyDict_SetItem(owner->by_object, id, name) < 0) {
         if (name != NULL && PyDict_DelItem(owner->handles, name) < 0)
@@ -1769,6 +1770,36 @@ delete_handles_since(InterpState *owner, unsigned long mark)
     handle_list_delete(&made);
 }
 
+/* Deletes the command `token`, which `name` finds now (the name it was
+   given: a handle the script renamed goes by its new one, and during a
+   rename its old name finds it too).  A handle's trace goes first, by that
+   name, as a scope's does by the handle's own: Tcl then deletes a command
+   with no delete trace, and neither makes its full name for one nor keeps
+   the interpreter's state around the trace (about 2,800 instructions a
+   deletion); taken off with Tcl_UntraceCommand, the trace is also passed by
+   any walk of the command's traces under way (a script's rename trace that
+   releases the handle).  A script's own traces on it still run, once.  0,
+   or -1 as Tcl_DeleteCommandFromToken gives. */
+int
+delete_handle_command(Tcl_Interp *interp, Tcl_Command token, const char *name)
+{
+    Tcl_CmdInfo info;
+    if (Tcl_GetCommandInfoFromToken(token, &info) && info.objProc == handle_command
+            && !((Handle *)info.objClientData)->gone)
+        Tcl_UntraceCommand(interp, name, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
+                           handle_renamed, info.objClientData);
+    return Tcl_DeleteCommandFromToken(interp, token);
+}
+
+/* Deletes the command `name` finds, a handle's as delete_handle_command
+   does; -1 when it finds none. */
+int
+delete_handle_named(Tcl_Interp *interp, const char *name)
+{
+    Tcl_Command token = Tcl_FindCommand(interp, name, NULL, 0);
+    return token == NULL ? -1 : delete_handle_command(interp, token, name);
+}
+
 static int wrong_args(Tcl_Interp *interp, const char *usage);
 
 int
@@ -1791,7 +1822,12 @@ release_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
         Tcl_SetErrorCode(interp, "TCLAMP", "HANDLE", NULL);
         return TCL_ERROR;
     }
-    return Tcl_DeleteCommand(interp, Tcl_GetString(objv[1])) == 0 ? TCL_OK : TCL_ERROR;
+    /* The command the word names (arg_to_python looked it up, and the word
+       keeps what Tcl found), whatever the name it has now. */
+    Tcl_Command token = Tcl_GetCommandFromObj(interp, objv[1]);
+    if (token == NULL)
+        return Tcl_DeleteCommand(interp, Tcl_GetString(objv[1])) == 0 ? TCL_OK : TCL_ERROR;
+    return delete_handle_command(interp, token, Tcl_GetString(objv[1])) == 0 ? TCL_OK : TCL_ERROR;
 }
 
 /* ------------------------------------------------------------------ */

@@ -403,6 +403,8 @@ Tcl_Obj *option_value(Tcl_Obj *options, const char *key);
 
 /* Handles, Outcome and Script. */
 void delete_handles_since(InterpState *owner, unsigned long mark);
+int delete_handle_command(Tcl_Interp *interp, Tcl_Command token, const char *name);
+int delete_handle_named(Tcl_Interp *interp, const char *name);
 PyObject *outcome_new(void);
 void outcome_fill(PyObject *outcome, Tcl_Interp *interp, int code);
 int body_may_nest(Tcl_Interp *interp);

@@ -925,7 +925,7 @@ Interp_release(InterpObject *self, PyObject *obj)
     if (text == NULL)
         return NULL;
     Tcl_IncrRefCount(text);
-    Tcl_DeleteCommand(s->interp, Tcl_GetString(text));
+    delete_handle_named(s->interp, Tcl_GetString(text));
     Tcl_DecrRefCount(text);
     return PyLong_FromLong(1);
 }
