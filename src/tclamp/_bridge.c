@@ -986,53 +986,6 @@ tcl_error_code(PyObject *value)
     return code;
 }
 
-/* A Python exception that became a Tcl error is kept (one per thread, the
-   latest) with the errorCode value Tcl carries: when that same value comes
-   back to Python, the error is still the exception's, which raise_tcl_error
-   raises again, itself.  The torch:: commands' usage errors and TclErrors
-   come back as TclError, as their errorCode says. */
-static void
-keep_in_flight(PyObject *value, Tcl_Obj *code)
-{
-    ThreadBridge *t = &here;
-    if (python_exception_is(value, TclErrorType))
-        return;
-    PyObject *errors = PyImport_ImportModule("tclamp.errors");
-    PyObject *usage_type = errors ? PyObject_GetAttrString(errors, "UsageError") : NULL;
-    int is_usage = python_exception_is(value, usage_type);
-    Py_XDECREF(usage_type);
-    PyErr_Clear();
-    /* Kept, it must not keep what its finished frames held (a model's
-       tensors, an object whose __del__ is due): see errors.release_frames. */
-    PyObject *done = errors && !is_usage
-        ? PyObject_CallMethod(errors, "release_frames", "O", value) : NULL;
-    Py_XDECREF(done);
-    Py_XDECREF(errors);
-    PyErr_Clear();
-    if (is_usage)
-        return;
-    Py_XSETREF(t->in_flight, Py_NewRef(value));
-    Tcl_IncrRefCount(code);
-    if (t->in_flight_code != NULL)
-        Tcl_DecrRefCount(t->in_flight_code);
-    t->in_flight_code = code;
-}
-
-/* The kept exception, if `code` is its errorCode value (a new reference,
-   and it is kept no more); else NULL. */
-static PyObject *
-take_in_flight(Tcl_Obj *code)
-{
-    ThreadBridge *t = &here;
-    if (t->in_flight == NULL || code == NULL || code != t->in_flight_code)
-        return NULL;
-    PyObject *value = t->in_flight;
-    t->in_flight = NULL;
-    Tcl_DecrRefCount(t->in_flight_code);
-    t->in_flight_code = NULL;
-    return value;
-}
-
 /* The thread's kept exception, held while code runs that must leave a
    command's outcome as it was (finalizers of the handles a scope ends):
    one whose Tcl catches a Python error of its own would keep that one in
@@ -1041,12 +994,14 @@ take_in_flight(Tcl_Obj *code)
 typedef struct {
     PyObject *value;
     Tcl_Obj *code;
+    PyObject *walked;
 } KeptInFlight;
 
 static KeptInFlight
 hold_in_flight(void)
 {
-    KeptInFlight held = { Py_XNewRef(here.in_flight), here.in_flight_code };
+    KeptInFlight held = { Py_XNewRef(here.in_flight), here.in_flight_code,
+                          Py_XNewRef(here.in_flight_walked) };
     if (held.code != NULL)
         Tcl_IncrRefCount(held.code);
     return held;
@@ -1056,13 +1011,63 @@ static void
 put_back_in_flight(KeptInFlight held)
 {
     ThreadBridge *t = &here;
-    PyObject *value = t->in_flight;
+    PyObject *value = t->in_flight, *walked = t->in_flight_walked;
     Tcl_Obj *code = t->in_flight_code;
     t->in_flight = held.value;
     t->in_flight_code = held.code;
+    t->in_flight_walked = held.walked;
     Py_XDECREF(value);          /* may run code: the thread's state is set */
+    Py_XDECREF(walked);
     if (code != NULL)
         Tcl_DecrRefCount(code);
+}
+
+/* A Python exception that became a Tcl error is kept (one per thread, the
+   latest) with the errorCode value Tcl carries: when that same value comes
+   back to Python, the error is still the exception's, which raise_tcl_error
+   raises again, itself.  The torch:: commands' usage errors and TclErrors
+   come back as TclError, as their errorCode says. */
+static void
+keep_in_flight(PyObject *value, Tcl_Obj *code)
+{
+    if (python_exception_is(value, TclErrorType))
+        return;
+    PyObject *errors = PyImport_ImportModule("tclamp.errors");
+    PyObject *usage_type = errors ? PyObject_GetAttrString(errors, "UsageError") : NULL;
+    int is_usage = python_exception_is(value, usage_type);
+    Py_XDECREF(usage_type);
+    PyErr_Clear();
+    /* Kept, it must not keep what its finished frames held (a model's
+       tensors, an object whose __del__ is due): see errors.release_frames. */
+    PyObject *walked = errors && !is_usage
+        ? PyObject_CallMethod(errors, "release_frames", "O", value) : NULL;
+    Py_XDECREF(errors);
+    PyErr_Clear();
+    if (is_usage)
+        return;
+    /* The three are set before the old ones go, which may run code (a
+       __del__ whose Python error Tcl keeps in their place). */
+    Tcl_IncrRefCount(code);
+    put_back_in_flight((KeptInFlight){ Py_NewRef(value), code, walked });
+}
+
+/* The kept exception, if `code` is its errorCode value (a new reference,
+   and it is kept no more), and what release_frames did to it (`walked`, a
+   new reference or NULL); else NULL. */
+static PyObject *
+take_in_flight(Tcl_Obj *code, PyObject **walked)
+{
+    ThreadBridge *t = &here;
+    *walked = NULL;
+    if (t->in_flight == NULL || code == NULL || code != t->in_flight_code)
+        return NULL;
+    PyObject *value = t->in_flight;
+    t->in_flight = NULL;
+    *walked = t->in_flight_walked;
+    t->in_flight_walked = NULL;
+    Tcl_DecrRefCount(t->in_flight_code);
+    t->in_flight_code = NULL;
+    return value;
 }
 
 /* A return options dict's value for `key` (borrowed), or NULL. */
@@ -1097,7 +1102,9 @@ dict_str(Tcl_Obj *dict, const char *key)
    through Tcl keeps what its error had there, under this key of its own
    __dict__: (-errorstack, -errorinfo, (its __cause__ and __context__,
    __suppress_context__, and its traceback's first entry then, or with
-   none the Python frame it came back to, each held: held)).  When it goes
+   none the Python frame it came back to, each held: held), what
+   errors.release_frames did to it as it went into Tcl, or None: it walks
+   no further next time).  When it goes
    on into Tcl again, its errorInfo goes on from there, unless it was
    raised from or while handling another since, or with another traceback
    (with_traceback: its entries then are no longer the last of it), and
@@ -1120,7 +1127,7 @@ held(PyObject *obj)
 }
 
 static void
-keep_crossing(PyObject *exc, Tcl_Obj *options)
+keep_crossing(PyObject *exc, Tcl_Obj *options, PyObject *walked)
 {
     PyObject *dict = PyObject_GenericGetDict(exc, NULL);
     PyObject *errorstack = dict && PyDict_Check(dict) ? dict_str(options, "-errorstack") : NULL;
@@ -1138,8 +1145,9 @@ keep_crossing(PyObject *exc, Tcl_Obj *options)
         Py_XDECREF(context);
         PyErr_Clear();
         PyObject *crossing = first && held_cause && held_context ? Py_BuildValue(
-            "(OO(OOiO))", errorstack, errorinfo, held_cause, held_context,
-            (int)((PyBaseExceptionObject *)exc)->suppress_context, first) : NULL;
+            "(OO(OOiO)O)", errorstack, errorinfo, held_cause, held_context,
+            (int)((PyBaseExceptionObject *)exc)->suppress_context, first,
+            walked ? walked : Py_None) : NULL;
         Py_XDECREF(first);
         Py_XDECREF(held_cause);
         Py_XDECREF(held_context);
@@ -1345,9 +1353,11 @@ raise_tcl_error(Tcl_Interp *interp, int code, int returned)
     if (code == TCL_ERROR && returned)
         drop_stale_errorstack(interp, options);
     if (code == TCL_ERROR) {    /* a Python exception's own error, back */
-        PyObject *original = take_in_flight(option_value(options, "-errorcode"));
+        PyObject *walked;
+        PyObject *original = take_in_flight(option_value(options, "-errorcode"), &walked);
         if (original != NULL) {
-            keep_crossing(original, options);
+            keep_crossing(original, options, walked);
+            Py_XDECREF(walked);
             Tcl_DecrRefCount(options);
             Tcl_ResetResult(interp);
             PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(original)), original,

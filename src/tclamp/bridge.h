@@ -184,6 +184,7 @@ typedef struct {
     const void *guarded_key;    /* then: the state's clearing drops both */
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
+    PyObject *in_flight_walked; /* what errors.release_frames did to it, or NULL */
 } ThreadBridge;
 extern _Thread_local ThreadBridge here;
 

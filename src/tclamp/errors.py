@@ -129,7 +129,7 @@ def crossed_tcl(exc):
         crossing = dict.get(DICT_OF(exc), CROSSING)
     except Exception:       # a key of its own whose __eq__ fails
         return None
-    if not (type(crossing) is tuple and len(crossing) == 3 and type(crossing[0]) is str
+    if not (type(crossing) is tuple and len(crossing) == 4 and type(crossing[0]) is str
             and type(crossing[1]) is str and type(crossing[2]) is tuple
             and len(crossing[2]) == 4):
         return None
@@ -247,6 +247,22 @@ SUSPENDABLE = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GE
                | inspect.CO_ITERABLE_COROUTINE)
 
 
+class Walked:
+    """What release_frames did to an exception's traceback, kept with the
+    exception for its next crossing (_bridge.c, keep_crossing): the entry
+    that was its first then and the one after that (`first`, `after`), and
+    the frames it could not clear, still running then (`running`).  The
+    entries from `first` on need no walk again, only those frames, which
+    may have finished since.  Copied or pickled it remembers nothing."""
+    __slots__ = ("first", "after", "running")
+
+    def __init__(self, first=LOST, after=None, running=()):
+        self.first, self.after, self.running = first, after, running
+
+    def __reduce__(self):
+        return Walked, ()
+
+
 def release_frames(exc):
     """What the frames of `exc` and of the exceptions it was raised from or
     during hold goes, before the bridge keeps it: each finished frame's
@@ -254,32 +270,67 @@ def release_frames(exc):
     closure of torch's Module._call_impl.inner, which holds the module and
     its arguments (the batch) where clearing frames does not reach: inner
     is made for one call and never leaves it.  Generators' and coroutines'
-    frames are left as they are: one may be suspended, still in use."""
+    frames are left as they are: one may be suspended, still in use.
+
+    An exception that crossed before is walked only to the entry it began
+    with then (walked_before), and the frames still running then are tried
+    again: an error that crosses many times would cost the square of its
+    crossings.  Returns what it did to `exc`'s own traceback (Walked)."""
     inner = _torch_call_inner()
-    seen = set()
+    seen, walked = set(), None
     while exc is not None and id(exc) not in seen and len(seen) < 64:
         seen.add(id(exc))
-        tb = TRACEBACK(exc)
+        before = walked_before(exc)
+        running = {}        # by id: a frame that caught it again is in it again
+        tb = first = TRACEBACK(exc)
         while tb is not None:
-            frame = tb.tb_frame
-            if frame.f_code.co_flags & SUSPENDABLE:
-                tb = tb.tb_next
-                continue
-            # A frame holds its free variables' cells; the function, its
-            # closure of the same cells.
-            cells = ([cell for cell in gc.get_referents(frame) if type(cell) is types.CellType]
-                     if inner is not None and frame.f_code is inner else ())
-            try:
-                frame.clear()
-            except RuntimeError:        # still running: left as it is
-                cells = ()
-            for cell in cells:
-                try:
-                    del cell.cell_contents
-                except ValueError:      # empty already
-                    pass
+            # Relinked there since (tb_next), it is walked on, as new.
+            if tb is before.first and tb.tb_next is before.after:
+                for frame in before.running:
+                    if not release_frame(frame, inner):
+                        running[id(frame)] = frame
+                break
+            if not release_frame(tb.tb_frame, inner):
+                running[id(tb.tb_frame)] = tb.tb_frame
             tb = tb.tb_next
+        if walked is None:
+            walked = Walked(first, first and first.tb_next, tuple(running.values()))
         exc = CAUSE_OF(exc) if CAUSE_OF(exc) is not None else CONTEXT_OF(exc)
+    return walked
+
+
+def walked_before(exc):
+    """What release_frames did to `exc`'s traceback when it last went into
+    Tcl, if it has come back since (keep_crossing keeps it in the crossing
+    record); else a Walked that matches no entry."""
+    try:
+        crossing = dict.get(DICT_OF(exc), CROSSING)
+    except Exception:       # a key of its own whose __eq__ fails
+        return Walked()
+    if type(crossing) is tuple and len(crossing) == 4 and type(crossing[3]) is Walked:
+        return crossing[3]
+    return Walked()
+
+
+def release_frame(frame, inner):
+    """Clears a finished frame (and the closure of torch's inner); False if
+    it is still running."""
+    if frame.f_code.co_flags & SUSPENDABLE:
+        return True
+    # A frame holds its free variables' cells; the function, its closure of
+    # the same cells.
+    cells = ([cell for cell in gc.get_referents(frame) if type(cell) is types.CellType]
+             if inner is not None and frame.f_code is inner else ())
+    try:
+        frame.clear()
+    except RuntimeError:        # still running: left as it is
+        return False
+    for cell in cells:
+        try:
+            del cell.cell_contents
+        except ValueError:      # empty already
+            pass
+    return True
 
 
 def _torch_call_inner():

@@ -78,6 +78,7 @@ void
 release_in_flight(ThreadBridge *t)
 {
     Py_CLEAR(t->in_flight);
+    Py_CLEAR(t->in_flight_walked);
     if (t->in_flight_code != NULL) {
         Tcl_DecrRefCount(t->in_flight_code);
         t->in_flight_code = NULL;
@@ -591,6 +592,7 @@ close_python(int may_finalize)
     /* The exception kept for its Tcl error goes too, and what its frames
        hold (its errorCode value stays: Tcl may be gone). */
     Py_CLEAR(t->in_flight);
+    Py_CLEAR(t->in_flight_walked);
     t->in_flight_code = NULL;
     /* Only the thread Python started on finalizes it: Python 3.13 ends any
        other thread that takes the GIL while it finalizes (its own files'
