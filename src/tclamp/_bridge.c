@@ -1098,6 +1098,29 @@ dict_str(Tcl_Obj *dict, const char *key)
     return v ? str_from_tcl(v) : PyUnicode_FromString("");
 }
 
+/* The -errorstack of return options as text, for Python (a TclError's
+   errorstack, a crossing's record), or NULL (a Python error set).  The
+   thread remembers the text and the list: when that text goes back into
+   Tcl (frames_left), the list is used, not parsed again from it, which
+   cost the square of the depth for an error that crosses at each level. */
+static PyObject *
+errorstack_text(Tcl_Obj *options)
+{
+    ThreadBridge *t = &here;
+    Tcl_Obj *list = option_value(options, "-errorstack");
+    if (list == NULL)
+        return PyUnicode_FromString("");
+    PyObject *text = str_from_tcl(list);
+    if (text != NULL) {
+        Tcl_IncrRefCount(list);
+        if (t->errorstack_list != NULL)
+            Tcl_DecrRefCount(t->errorstack_list);
+        t->errorstack_list = list;
+        Py_XSETREF(t->errorstack_text, Py_NewRef(text));   /* a str: runs no code */
+    }
+    return text;
+}
+
 /* A Python exception (not a TclError) whose error came back to Python
    through Tcl keeps what its error had there, under this key of its own
    __dict__: (-errorstack, -errorinfo, (its __cause__ and __context__,
@@ -1130,7 +1153,7 @@ static void
 keep_crossing(PyObject *exc, Tcl_Obj *options, PyObject *walked)
 {
     PyObject *dict = PyObject_GenericGetDict(exc, NULL);
-    PyObject *errorstack = dict && PyDict_Check(dict) ? dict_str(options, "-errorstack") : NULL;
+    PyObject *errorstack = dict && PyDict_Check(dict) ? errorstack_text(options) : NULL;
     PyObject *errorinfo = errorstack ? dict_str(options, "-errorinfo") : NULL;
     PyErr_Clear();      /* nothing kept (out of memory): no call with it set */
     if (errorinfo != NULL) {
@@ -1166,7 +1189,9 @@ keep_crossing(PyObject *exc, Tcl_Obj *options, PyObject *walked)
    borrowed; NULL when it gave none), when it is a list of pairs Tcl takes
    back; else NULL (an error raised in Python, or one whose errorstack was
    changed).  An empty one (blanks too) is NULL: seeded, Tcl would add no
-   INNER frame.  What keep_crossing kept goes. */
+   INNER frame.  What keep_crossing kept goes.  A reference of the
+   caller's own: code that runs before it is used may take the list the
+   thread remembers (errorstack_text) from it. */
 static Tcl_Obj *
 frames_left(PyObject *value, PyObject *crossed)
 {
@@ -1183,20 +1208,24 @@ frames_left(PyObject *value, PyObject *crossed)
             PyErr_Clear();  /* a hostile key's __eq__: tcl_from_str below runs clean */
         Py_XDECREF(dict);
     }
-    Tcl_Obj *frames = text != NULL && PyUnicode_Check(text) ? tcl_from_str(text) : NULL;
+    Tcl_Obj *frames = text == NULL || !PyUnicode_Check(text) ? NULL
+        : text == here.errorstack_text ? here.errorstack_list : tcl_from_str(text);
     Py_XDECREF(text);
     PyErr_Clear();
+    if (frames == NULL)
+        return NULL;
+    Tcl_IncrRefCount(frames);
     Tcl_Size length;
-    if (frames != NULL && (Tcl_ListObjLength(NULL, frames, &length) != TCL_OK
-                           || length == 0 || length % 2)) {
-        discard(frames);
+    if (Tcl_ListObjLength(NULL, frames, &length) != TCL_OK || length == 0 || length % 2) {
+        Tcl_DecrRefCount(frames);
         frames = NULL;
     }
     return frames;
 }
 
-/* Sets the interpreter's -errorstack to `frames` (taking that reference),
-   as `return -level 0 -code error -errorstack $frames` would. */
+/* Sets the interpreter's -errorstack to `frames` (taking that reference:
+   a new object goes; one the caller counts stays the caller's), as
+   `return -level 0 -code error -errorstack $frames` would. */
 void
 set_errorstack(Tcl_Interp *interp, Tcl_Obj *frames)
 {
@@ -1281,8 +1310,10 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
     if (rc == TCL_ERROR) {
         /* the procs an error left before it passed through Python begin
            -errorstack */
-        if (frames != NULL)
+        if (frames != NULL) {
             set_errorstack(interp, frames);
+            Tcl_DecrRefCount(frames);
+        }
         /* The list Tcl's -errorstack holds now is this error's: the next
            evaluation from Python starts with none (run_global). */
         if (owner != NULL && owner->interp == interp)
@@ -1374,7 +1405,7 @@ raise_tcl_error(Tcl_Interp *interp, int code, int returned)
     PyObject *errorcode = code == TCL_ERROR ? dict_str(options, "-errorcode")
                                             : PyUnicode_FromString("NONE");
     PyObject *errorinfo = dict_str(options, "-errorinfo");
-    PyObject *errorstack = code == TCL_ERROR ? dict_str(options, "-errorstack")
+    PyObject *errorstack = code == TCL_ERROR ? errorstack_text(options)
                                              : PyUnicode_FromString("");
     /* A return with levels to go past the script's own (effective_code):
        its options, one level fewer, go with the exception, so that back in

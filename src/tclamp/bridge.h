@@ -185,6 +185,8 @@ typedef struct {
     PyObject *in_flight;        /* the exception the last Python error came from, */
     Tcl_Obj *in_flight_code;    /* and its errorCode: see keep_in_flight */
     PyObject *in_flight_walked; /* what errors.release_frames did to it, or NULL */
+    PyObject *errorstack_text;  /* the last -errorstack given to Python as text, */
+    Tcl_Obj *errorstack_list;   /* and the list it was: see errorstack_text */
 } ThreadBridge;
 extern _Thread_local ThreadBridge here;
 

@@ -83,6 +83,11 @@ release_in_flight(ThreadBridge *t)
         Tcl_DecrRefCount(t->in_flight_code);
         t->in_flight_code = NULL;
     }
+    Py_CLEAR(t->errorstack_text);
+    if (t->errorstack_list != NULL) {
+        Tcl_DecrRefCount(t->errorstack_list);
+        t->errorstack_list = NULL;
+    }
 }
 
 /* At exit: every object a handle holds goes now, while Python can still
@@ -594,6 +599,8 @@ close_python(int may_finalize)
     Py_CLEAR(t->in_flight);
     Py_CLEAR(t->in_flight_walked);
     t->in_flight_code = NULL;
+    Py_CLEAR(t->errorstack_text);
+    t->errorstack_list = NULL;
     /* Only the thread Python started on finalizes it: Python 3.13 ends any
        other thread that takes the GIL while it finalizes (its own files'
        writes release the GIL), so a Tcl thread that ends the process after
