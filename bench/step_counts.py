@@ -3,11 +3,13 @@
 
 Timing the step on a shared or noisy machine moves by more than tclamp's
 own share of it (bench/train_step.py's rounds show the spread).  Here
-callgrind counts, for the same three steps as train_step.py (the README
-step driven from Tcl, the step in pure Python, and the floor: its pieces as
-six `::py::call`s), the instructions run per step, with the level-1 cache
-misses and the mispredicted branches of callgrind's simulated cache and
-branch predictor.  The counts repeat from run to run, so a change of a few
+callgrind counts, for the same five steps as train_step.py (the step in
+pure Python, the README step driven from Tcl, the floor: its pieces as six
+`::py::call`s, the floor with two Tcl procs made and deleted, and the floor
+with the step's two tensors as handles that `py scope` releases), the
+instructions run per step, with the level-1 cache misses and the
+mispredicted branches of callgrind's simulated cache and branch
+predictor.  The counts repeat from run to run, so a change of a few
 hundred instructions per step shows.  They are not time: a miss costs a
 different number of cycles on each CPU, and callgrind's cache is not the
 CPU's.  Only the measured steps are counted (train_step.tcl's "counts"
@@ -30,8 +32,10 @@ from pathlib import Path
 from results import RESULTS, machine, write_section
 from train_step import HERE, tcl_env
 
-STEPS = {"tcl": "the README step (Tcl)", "python": "pure Python",
-         "calls": "the floor: six `::py::call`s"}
+STEPS = {"python": "pure Python", "tcl": "the README step (Tcl)",
+         "calls": "the floor: six `::py::call`s",
+         "procs": "the floor with two Tcl procs made and deleted",
+         "handles": "the floor with two handles and `py scope`"}
 # callgrind's events, and what the table calls them.
 EVENTS = (("Ir", "instructions"), ("I1mr", "instruction-cache misses (L1)"),
           ("D1mr", "data-cache read misses (L1)"), ("Bcm", "conditional branches mispredicted"),
@@ -66,17 +70,24 @@ def count(tclsh, which, steps, folder, toggle):
 
 
 def table(counts, steps):
+    """One row per step: each event's count per step, and for all but
+    Python its excess over Python."""
+    python = counts["python"]
     lines = [f"{steps} steps of each after the warm-up, counted by callgrind "
              "(`--cache-sim=yes --branch-sim=yes`); the model: 2 linear layers of width 32, "
-             "a batch of 16, one thread.",
+             "a batch of 16, one thread.  Each cell: the count per step, then (but for "
+             "Python's) its excess over Python's.",
              "",
-             "| per step | " + " | ".join(STEPS.values()) + " | Tcl over Python | floor over Python |",
-             "|---|" + "---|" * (len(STEPS) + 2)]
-    for name, label in EVENTS:
-        tcl, python, calls = (counts[which][name] for which in STEPS)
-        lines.append(f"| {label} | {tcl:,.0f} | {python:,.0f} | {calls:,.0f} "
-                     f"| {tcl - python:+,.0f} ({tcl / python:.3f}x) "
-                     f"| {calls - python:+,.0f} ({calls / python:.3f}x) |")
+             "| per step | " + " | ".join(label for _, label in EVENTS) + " |",
+             "|---|" + "---|" * len(EVENTS)]
+    for which, step in STEPS.items():
+        cells = []
+        for name, _ in EVENTS:
+            value = counts[which][name]
+            cells.append(f"{value:,.0f}" if which == "python" else
+                         f"{value:,.0f} ({value - python[name]:+,.0f}, "
+                         f"{value / python[name]:.3f}x)")
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
