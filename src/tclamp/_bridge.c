@@ -1225,16 +1225,19 @@ frames_left(PyObject *value, PyObject *crossed)
 
 /* Sets the interpreter's -errorstack to `frames` (taking that reference:
    a new object goes; one the caller counts stays the caller's), as
-   `return -level 0 -code error -errorstack $frames` would. */
+   `return -level $level -code error -errorstack $frames` would: level 0
+   for an error this command raises; level 1 when nothing is raised and the
+   next Tcl_ResetResult drops the errorCode that sets (NONE) unsent, where
+   after level 0 it would write it to ::errorCode. */
 void
-set_errorstack(Tcl_Interp *interp, Tcl_Obj *frames)
+set_errorstack(Tcl_Interp *interp, Tcl_Obj *frames, int level)
 {
     Tcl_Obj *options = Tcl_NewListObj(0, NULL);
     Tcl_IncrRefCount(options);
     Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-code", -1));
     Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(TCL_ERROR));
     Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-level", -1));
-    Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(0));
+    Tcl_ListObjAppendElement(NULL, options, Tcl_NewIntObj(level));
     Tcl_ListObjAppendElement(NULL, options, Tcl_NewStringObj("-errorstack", -1));
     Tcl_ListObjAppendElement(NULL, options, frames);
     Tcl_SetReturnOptions(interp, options);
@@ -1311,7 +1314,7 @@ report_python_error(InterpState *owner, Tcl_Interp *interp)
         /* the procs an error left before it passed through Python begin
            -errorstack */
         if (frames != NULL) {
-            set_errorstack(interp, frames);
+            set_errorstack(interp, frames, 0);
             Tcl_DecrRefCount(frames);
         }
         /* The list Tcl's -errorstack holds now is this error's: the next

@@ -400,7 +400,7 @@ PyObject *arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle);
 void release_unused_objects(void);
 void cache_put(PyObject *cache, PyObject *key, PyObject *value, Py_ssize_t size);
 int report_python_error(InterpState *owner, Tcl_Interp *interp);
-void set_errorstack(Tcl_Interp *interp, Tcl_Obj *frames);
+void set_errorstack(Tcl_Interp *interp, Tcl_Obj *frames, int level);
 PyObject *raise_tcl_error(Tcl_Interp *interp, int code, int returned);
 Tcl_Obj *option_value(Tcl_Obj *options, const char *key);
 

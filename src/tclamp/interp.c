@@ -615,13 +615,15 @@ interrupted_result(Tcl_Interp *interp, int code, int want)
    such an error brings none back, and Tcl logs the py command's frames as
    for any error from Python.  The pending errorInfo and errorCode go to
    ::errorInfo and ::errorCode first, as the evaluation's own reset sends
-   them. */
+   them; the emptying's own errorCode goes nowhere (level 1: with level 0
+   the second reset wrote NONE to ::errorCode, where the error had left
+   its own). */
 static void
 forget_given_errorstack(InterpState *s, Tcl_Interp *interp)
 {
     s->errorstack_given = 0;
     Tcl_ResetResult(interp);
-    set_errorstack(interp, Tcl_NewListObj(0, NULL));
+    set_errorstack(interp, Tcl_NewListObj(0, NULL), 1);
     Tcl_ResetResult(interp);
 }
 
