@@ -249,15 +249,15 @@ SUSPENDABLE = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GE
 
 class Walked:
     """What release_frames did to an exception's traceback, kept with the
-    exception for its next crossing (_bridge.c, keep_crossing): the entry
-    that was its first then and the one after that (`first`, `after`), and
-    the frames it could not clear, still running then (`running`).  The
-    entries from `first` on need no walk again, only those frames, which
-    may have finished since.  Copied or pickled it remembers nothing."""
-    __slots__ = ("first", "after", "running")
+    exception for its next crossing (_bridge.c, keep_crossing): its entries
+    then, first to last (`entries`), and the frames it could not clear,
+    still running then (`running`).  Those entries need no clearing again
+    while they are still linked as they were, only those frames, which may
+    have finished since.  Copied or pickled it remembers nothing."""
+    __slots__ = ("entries", "running")
 
-    def __init__(self, first=LOST, after=None, running=()):
-        self.first, self.after, self.running = first, after, running
+    def __init__(self, entries=(), running=()):
+        self.entries, self.running = entries, running
 
     def __reduce__(self):
         return Walked, ()
@@ -272,29 +272,47 @@ def release_frames(exc):
     is made for one call and never leaves it.  Generators' and coroutines'
     frames are left as they are: one may be suspended, still in use.
 
-    An exception that crossed before is walked only to the entry it began
-    with then (walked_before), and the frames still running then are tried
+    An exception that crossed before has only the entries it gained since
+    cleared (walked_before), and the frames still running then tried
     again: an error that crosses many times would cost the square of its
-    crossings.  Returns what it did to `exc`'s own traceback (Walked)."""
+    crossings in frame.clear calls (its entries then are compared, by
+    identity only).  Returns what it did to `exc`'s own traceback
+    (Walked)."""
     inner = _torch_call_inner()
     seen, walked = set(), None
     while exc is not None and id(exc) not in seen and len(seen) < 64:
         seen.add(id(exc))
         before = walked_before(exc)
+        known = before.entries
         running = {}        # by id: a frame that caught it again is in it again
-        tb = first = TRACEBACK(exc)
-        while tb is not None:
-            # Relinked there since (tb_next), it is walked on, as new.
-            if tb is before.first and tb.tb_next is before.after:
-                for frame in before.running:
-                    if not release_frame(frame, inner):
-                        running[id(frame)] = frame
-                break
+        tb, new = TRACEBACK(exc), []
+        while tb is not None and not (known and tb is known[0]):
             if not release_frame(tb.tb_frame, inner):
                 running[id(tb.tb_frame)] = tb.tb_frame
+            new.append(tb)
+            tb = tb.tb_next
+        # The entries it had then, as they were linked: a tb_next set since
+        # anywhere in them may have brought another traceback's frames, so
+        # those past the first link that differs are walked as new.  Only
+        # identities are compared, no frame cleared again.
+        same = 0
+        for entry in known:
+            if tb is not entry:
+                break
+            same, tb = same + 1, tb.tb_next
+        if same:
+            for frame in before.running:
+                if not release_frame(frame, inner):
+                    running[id(frame)] = frame
+        tail = []
+        while tb is not None:
+            if not release_frame(tb.tb_frame, inner):
+                running[id(tb.tb_frame)] = tb.tb_frame
+            tail.append(tb)
             tb = tb.tb_next
         if walked is None:
-            walked = Walked(first, first and first.tb_next, tuple(running.values()))
+            walked = Walked(tuple(new) + known[:same] + tuple(tail),
+                            tuple(running.values()))
         exc = CAUSE_OF(exc) if CAUSE_OF(exc) is not None else CONTEXT_OF(exc)
     return walked
 
