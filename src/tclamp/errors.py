@@ -325,9 +325,16 @@ def walked_before(exc):
         crossing = dict.get(DICT_OF(exc), CROSSING)
     except Exception:       # a key of its own whose __eq__ fails
         return Walked()
-    if type(crossing) is tuple and len(crossing) == 4 and type(crossing[3]) is Walked:
-        return crossing[3]
-    return Walked()
+    walked = crossing[3] if type(crossing) is tuple and len(crossing) == 4 else None
+    if type(walked) is not Walked:
+        return Walked()
+    # One a script made (Walked.__new__, other fields) must not stop the
+    # walk half way: the frames after would keep what they hold.
+    entries, running = getattr(walked, "entries", None), getattr(walked, "running", None)
+    if not (type(entries) is tuple and type(running) is tuple
+            and all(type(frame) is types.FrameType for frame in running)):
+        return Walked()
+    return walked
 
 
 def release_frame(frame, inner):
