@@ -1730,6 +1730,20 @@ handle_number(InterpState *s, PyObject *name)
     return h->renamed ? 0 : h->number;
 }
 
+/* Deletes handle h's command (`token`), its own trace first, by `name`,
+   which finds the command now.  Tcl then deletes a command with no delete
+   trace of ours, and neither makes its full name for one nor keeps the
+   interpreter's state around the trace (about 2,800 instructions a
+   deletion); taken off with Tcl_UntraceCommand, the trace is also passed by
+   any walk of the command's traces under way (a script's rename trace that
+   releases the handle).  A script's own traces on it still run, once. */
+static int
+delete_untraced(Tcl_Interp *interp, Handle *h, Tcl_Command token, const char *name)
+{
+    Tcl_UntraceCommand(interp, name, TCL_TRACE_RENAME | TCL_TRACE_DELETE, handle_renamed, h);
+    return Tcl_DeleteCommandFromToken(interp, token);
+}
+
 /* Deletes the handles listed (GIL held), each that is still there under
    its own name: a finalizer that one of them runs may delete another, or
    rename it (it is then the script's).  After release_all_handles the
@@ -1745,15 +1759,11 @@ delete_handles(Handle *const *gone, size_t n)
         Handle *h = gone[i];
         if (h->gone || h->renamed || h->owner->interp == NULL)
             continue;
-        /* Its trace goes first, by its own name: a command left with no
-           delete trace is deleted without Tcl making its full name for
-           them, most of what handle_renamed's trace adds to a deletion.
-           (No Python here: a conversion's error may be pending.) */
+        /* By its own name (no Python here: a conversion's error may be
+           pending). */
         char name[HANDLE_TEXT_ROOM];
         handle_text(h->number, name);
-        Tcl_UntraceCommand(h->owner->interp, name, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
-                           handle_renamed, h);
-        Tcl_DeleteCommandFromToken(h->owner->interp, h->token);
+        delete_untraced(h->owner->interp, h, h->token, name);
     }
     for (size_t i = 0; i < n; i++)
         lifetime_leave(&gone[i]->life);
@@ -1816,22 +1826,15 @@ delete_handles_since(InterpState *owner, unsigned long mark)
 
 /* Deletes the command `token`, which `name` finds now (the name it was
    given: a handle the script renamed goes by its new one, and during a
-   rename its old name finds it too).  A handle's trace goes first, by that
-   name, as a scope's does by the handle's own: Tcl then deletes a command
-   with no delete trace, and neither makes its full name for one nor keeps
-   the interpreter's state around the trace (about 2,800 instructions a
-   deletion); taken off with Tcl_UntraceCommand, the trace is also passed by
-   any walk of the command's traces under way (a script's rename trace that
-   releases the handle).  A script's own traces on it still run, once.  0,
-   or -1 as Tcl_DeleteCommandFromToken gives. */
+   rename its old name finds it too), a handle's as delete_untraced does.
+   0, or -1 as Tcl_DeleteCommandFromToken gives. */
 int
 delete_handle_command(Tcl_Interp *interp, Tcl_Command token, const char *name)
 {
     Tcl_CmdInfo info;
     if (Tcl_GetCommandInfoFromToken(token, &info) && info.objProc == handle_command
             && !((Handle *)info.objClientData)->gone)
-        Tcl_UntraceCommand(interp, name, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
-                           handle_renamed, info.objClientData);
+        return delete_untraced(interp, info.objClientData, token, name);
     return Tcl_DeleteCommandFromToken(interp, token);
 }
 
