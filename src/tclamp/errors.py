@@ -284,11 +284,8 @@ def release_frames(exc):
         seen.add(id(exc))
         before = walked_before(exc)
         known = before.entries
-        running = {}        # by id: a frame that caught it again is in it again
         tb, new = TRACEBACK(exc), []
         while tb is not None and not (known and tb is known[0]):
-            if not release_frame(tb.tb_frame, inner):
-                running[id(tb.tb_frame)] = tb.tb_frame
             new.append(tb)
             tb = tb.tb_next
         # The entries it had then, as they were linked: a tb_next set since
@@ -300,16 +297,14 @@ def release_frames(exc):
             if tb is not entry:
                 break
             same, tb = same + 1, tb.tb_next
-        if same:
-            for frame in before.running:
-                if not release_frame(frame, inner):
-                    running[id(frame)] = frame
         tail = []
         while tb is not None:
-            if not release_frame(tb.tb_frame, inner):
-                running[id(tb.tb_frame)] = tb.tb_frame
             tail.append(tb)
             tb = tb.tb_next
+        frames = ([entry.tb_frame for entry in new] + list(before.running if same else ())
+                  + [entry.tb_frame for entry in tail])
+        # by id: a frame that caught it again is in it again
+        running = {id(frame): frame for frame in frames if not release_frame(frame, inner)}
         if walked is None:
             walked = Walked(tuple(new) + known[:same] + tuple(tail),
                             tuple(running.values()))
