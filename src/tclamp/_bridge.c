@@ -774,103 +774,193 @@ is_own_name(const char *s, size_t len, unsigned long number)
         && strtoul(s + prefix, NULL, 10) == number;
 }
 
-/* A name of the handle form that this interpreter does not hold: where it
-   belongs, for a clear error (handle names are unique in the process). */
-static PyObject *
-foreign_handle_error(InterpState *owner, PyObject *key, const char *s, Tcl_Size len)
+/* A handle's own name, ::py::objN, in text (NUL-terminated); its length. */
+#define HANDLE_TEXT_ROOM (sizeof(HANDLE_PREFIX) + 20)
+static size_t
+handle_text(unsigned long number, char text[HANDLE_TEXT_ROOM])
 {
-    /* Asked first: a handle renamed there may have any name of the form
-       (::py::obj07, a number not reached yet). */
-    for (InterpState *other = all_states; other != NULL; other = other->next) {
-        if (other->handles != NULL && PyDict_Contains(other->handles, key) == 1) {
-            PyErr_Format(PyExc_ValueError,
-                         "py object handle \"%U\" belongs to another interpreter", key);
-            return NULL;
-        }
-    }
-    const size_t prefix = sizeof(HANDLE_PREFIX) - 1;
-    unsigned long number = strtoul(s + prefix, NULL, 10);
-    if (number == 0 || number > handles_made || !is_own_name(s, (size_t)len, number)) {
-        PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was never made", key);
-        return NULL;
-    }
-    /* A script that renamed a handle may still pass its first name. */
-    for (Handle *h = owner->newest; h != NULL; h = h->older) {
-        if (h->number == number && h->renamed && !h->gone) {
-            PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was renamed to \"%U\"",
-                         key, h->name);
-            return NULL;
-        }
-    }
-    PyErr_Format(PyExc_ValueError, "py object handle \"%U\" has been released", key);
-    return NULL;
+    const size_t len = sizeof(HANDLE_PREFIX) - 1 + digits_of(number);
+    memcpy(text, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1);
+    write_digits(number, text + len);
+    text[len] = '\0';
+    return len;
+}
+
+/* Whether Tcl's command table of `s` may be read here: on its thread, while
+   the interpreter lives and its handles do.  (Once the objects were released
+   at exit, no handle is live: the commands stay, inert.) */
+static int
+can_look_up(const InterpState *s)
+{
+    return !handles_released && s->interp != NULL && s->thread == Tcl_GetCurrentThread();
 }
 
 static int handle_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]);
 
-/* The live handle of `owner` whose command `word` names, if any.  (Once
-   the objects were released at exit, none: the commands stay, inert.) */
+/* The handle of `s` whose command `word` names now, if any. */
 static Handle *
-handle_named(InterpState *owner, Tcl_Obj *word)
+handle_named(InterpState *s, Tcl_Obj *word)
 {
-    if (handles_released || owner->interp == NULL || owner->thread != Tcl_GetCurrentThread())
+    if (!can_look_up(s))
         return NULL;
-    Tcl_Command token = Tcl_GetCommandFromObj(owner->interp, word);
+    Tcl_Command token = Tcl_GetCommandFromObj(s->interp, word);
     Tcl_CmdInfo info;
     if (token == NULL || !Tcl_GetCommandInfoFromToken(token, &info)
-            || info.objProc != handle_command || ((Handle *)info.objClientData)->owner != owner
+            || info.objProc != handle_command || ((Handle *)info.objClientData)->owner != s
             || ((Handle *)info.objClientData)->gone)
         return NULL;
     return info.objClientData;
 }
 
-/* A Tcl argument for Python: the object if it names a live handle, else str. */
+/* Whether handle h's command is still under the name it was made with:
+   in ::py, with its own tail (Tcl tells both from the command's token,
+   with no look-up by name). */
+static int
+under_own_name(const Handle *h)
+{
+    char name[HANDLE_TEXT_ROOM];
+    handle_text(h->number, name);
+    Tcl_CmdInfo info;
+    return Tcl_GetCommandInfoFromToken(h->token, &info) && info.namespacePtr != NULL
+        && strcmp(info.namespacePtr->fullName, HANDLE_NAMESPACE) == 0
+        && strcmp(Tcl_GetCommandName(h->owner->interp, h->token),
+                  name + sizeof(HANDLE_NAMESPACE "::") - 1) == 0;
+}
+
+/* The name handle h's command has now (a new Tcl value): the one it was
+   made with, unless the script renamed it.  Tcl tells; no trace follows
+   renames, so nothing a script's own traces do can stale it.  Where Tcl's
+   table cannot be read, the name it was made with. */
+Tcl_Obj *
+handle_name_now(const Handle *h)
+{
+    if (!can_look_up(h->owner) || under_own_name(h))
+        return tcl_from_str(h->name);
+    Tcl_Obj *name = Tcl_NewObj();
+    Tcl_GetCommandFullName(h->owner->interp, h->token, name);
+    return name;
+}
+
+/* handle_name_now as a str. */
+PyObject *
+handle_name_str(const Handle *h)
+{
+    Tcl_Obj *name = handle_name_now(h);
+    if (name == NULL)
+        return NULL;
+    Tcl_IncrRefCount(name);
+    PyObject *text = str_from_tcl(name);
+    Tcl_DecrRefCount(name);
+    return text;
+}
+
+/* The names of the live handles of `s`, oldest first.  Off its thread, the
+   names they were made with: its thread changes its list without the GIL. */
+PyObject *
+handle_names(InterpState *s)
+{
+    if (!can_look_up(s))
+        return PyDict_Keys(s->handles);
+    PyObject *names = PyList_New(0);
+    for (Handle *h = s->newest; names != NULL && h != NULL; h = h->older) {
+        PyObject *name = h->object != NULL ? handle_name_str(h) : NULL;
+        if (h->object != NULL && (name == NULL || PyList_Append(names, name) < 0))
+            Py_CLEAR(names);
+        Py_XDECREF(name);
+    }
+    if (names != NULL && PyList_Reverse(names) < 0)
+        Py_CLEAR(names);
+    return names;
+}
+
+/* A name of the handle form that names no live handle of `owner` now:
+   where it belongs, for a clear error (handle names are unique in the
+   process).  `found`: the object owner's handle made with that name holds,
+   or NULL. */
+static void
+handle_name_error(InterpState *owner, PyObject *key, Tcl_Obj *word, PyObject *found)
+{
+    Tcl_Size len;
+    const char *s = Tcl_GetStringFromObj(word, &len);
+    const size_t prefix = sizeof(HANDLE_PREFIX) - 1;
+    const unsigned long number = strtoul(s + prefix, NULL, 10);
+    if (found != NULL) {
+        /* Its command is elsewhere: the script renamed it. */
+        for (Handle *h = owner->newest; h != NULL; h = h->older) {
+            if (h->number != number || h->gone)
+                continue;
+            Tcl_Obj *now = handle_name_now(h);
+            Tcl_IncrRefCount(now);
+            PyObject *name = str_from_tcl(now);
+            Tcl_DecrRefCount(now);
+            if (name != NULL)
+                PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was renamed to \"%U\"",
+                             key, name);
+            Py_XDECREF(name);
+            return;
+        }
+    }
+    /* Asked first: a handle renamed there may have any name of the form
+       (::py::obj07, a number not reached yet), which Tcl finds where it may
+       read that interpreter's commands. */
+    for (InterpState *other = all_states; other != NULL; other = other->next) {
+        if (other == owner || other->handles == NULL)
+            continue;
+        int there = PyDict_Contains(other->handles, key) == 1;
+        if (!there && can_look_up(other)) {
+            Tcl_CmdInfo info;
+            there = Tcl_GetCommandInfo(other->interp, s, &info) && info.objProc == handle_command
+                && !((Handle *)info.objClientData)->gone;
+        }
+        if (there) {
+            PyErr_Format(PyExc_ValueError,
+                         "py object handle \"%U\" belongs to another interpreter", key);
+            return;
+        }
+    }
+    if (number == 0 || number > handles_made || !is_own_name(s, (size_t)len, number))
+        PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was never made", key);
+    else
+        PyErr_Format(PyExc_ValueError, "py object handle \"%U\" has been released", key);
+}
+
+/* A Tcl argument for Python: the object if it names a live handle, else
+   str.  A handle goes by its command's full name: ::py::objN, or the one
+   the script renamed it to (`rename $h ::mymodel`), as it comes back from
+   Python. */
 PyObject *
 arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
 {
-    const int renamed = owner != NULL && owner->renamed_handles > 0;
     if (obj->bytes == NULL && obj->typePtr == string_type && string_type != NULL
-            && !renamed && !units_may_name_handle(obj))
+            && !units_may_name_handle(obj))
         return str_from_units(obj);
     Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
-    if (len > (Tcl_Size)sizeof(HANDLE_PREFIX) - 1
-            && memcmp(s, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1) == 0
-            && owner != NULL && owner->handles != NULL) {
-        /* The handle whose command the name is, as Tcl finds it (and keeps
-           what it found in the word); else the names' dict decides. */
-        Handle *h = handle_named(owner, obj);
-        if (h != NULL) {
-            if (is_handle) *is_handle = 1;
-            return Py_NewRef(h->object);
-        }
-        /* Decoded as every text is (NUL, surrogates): a text that names
-           no handle is then the str it would be anyway. */
-        PyObject *key = str_from_tcl(obj);
-        if (key == NULL)
-            return NULL;
-        PyObject *found = PyDict_GetItemWithError(owner->handles, key);
-        if (found != NULL) {
-            Py_DECREF(key);
-            if (is_handle) *is_handle = 1;
-            return Py_NewRef(found);
-        }
-        if (!PyErr_Occurred() && is_handle_name(s, len))
-            foreign_handle_error(owner, key, s, len);
-        if (PyErr_Occurred())
-            Py_CLEAR(key);
+    if (len <= 2 || s[0] != ':' || s[1] != ':' || owner == NULL || owner->handles == NULL)
+        return str_from_tcl(obj);
+    /* The handle whose command the name is, as Tcl finds it (and keeps
+       what it found in the word). */
+    Handle *h = handle_named(owner, obj);
+    if (h != NULL) {
+        if (is_handle) *is_handle = 1;
+        return Py_NewRef(h->object);
+    }
+    /* Decoded as every text is (NUL, surrogates): a text that names no
+       handle is then the str it would be anyway. */
+    PyObject *key = str_from_tcl(obj);
+    if (key == NULL || !is_handle_name(s, len))
         return key;
+    PyObject *found = PyDict_GetItemWithError(owner->handles, key);
+    if (found != NULL && !can_look_up(owner)) {
+        /* No command to ask: the name it was made with is its name. */
+        Py_DECREF(key);
+        if (is_handle) *is_handle = 1;
+        return Py_NewRef(found);
     }
-    /* A handle the script renamed (`rename $h ::mymodel`) goes by its new
-       name, a command's full name, as it comes back from Python. */
-    if (renamed && len > 2 && s[0] == ':' && s[1] == ':') {
-        Handle *h = handle_named(owner, obj);
-        if (h != NULL) {
-            if (is_handle) *is_handle = 1;
-            return Py_NewRef(h->object);
-        }
-    }
-    return str_from_tcl(obj);
+    if (!PyErr_Occurred())
+        handle_name_error(owner, key, obj, found);
+    Py_DECREF(key);
+    return NULL;
 }
 
 #define NONE_WORD "::py::None"    /* py call's default -nonevalue */
@@ -1544,6 +1634,27 @@ unlink_handle(Handle *h)
     if (h->older) h->older->newer = h->newer;
 }
 
+/* The live handle of `s` whose object's id is `id`, or NULL (none, or an
+   error set): by_object holds its address. */
+static Handle *
+handle_with_id(InterpState *s, PyObject *id)
+{
+    PyObject *where = PyDict_GetItemWithError(s->by_object, id);
+    return where != NULL ? (Handle *)PyLong_AsVoidPtr(where) : NULL;
+}
+
+/* obj's live handle in `s`, or NULL (none, or an error set). */
+Handle *
+handle_of(InterpState *s, PyObject *obj)
+{
+    if (s->by_object == NULL)
+        return NULL;
+    PyObject *id = PyLong_FromVoidPtr(obj);
+    Handle *h = id != NULL ? handle_with_id(s, id) : NULL;
+    Py_XDECREF(id);
+    return h;
+}
+
 /* The handle's command is gone: the object goes with it (its last
    reference, if nothing else holds it, so __del__/close run now). */
 static void
@@ -1554,8 +1665,6 @@ handle_deleted(ClientData cd)
     /* Out of the list first: the command is gone, whatever happens next. */
     h->gone = 1;
     unlink_handle(h);
-    if (h->renamed)
-        s->renamed_handles--;
     Entry e;
     if (enter(&e, NULL, NULL) < 0)
         return;                 /* Python is gone; so is the object */
@@ -1565,7 +1674,7 @@ handle_deleted(ClientData cd)
     PyErr_Fetch(&type, &value, &tb);
     InterpState *outer = here.current;
     here.current = s;           /* a __del__ run now sees who released it */
-    if (s->by_object != NULL && PyDict_GetItemWithError(s->by_object, h->id) == h->name
+    if (s->by_object != NULL && handle_with_id(s, h->id) == h
             && PyDict_DelItem(s->by_object, h->id) < 0)
         PyErr_Clear();
     /* The object goes last, once this handle is gone everywhere: Tcl finds
@@ -1584,68 +1693,6 @@ handle_deleted(ClientData cd)
     leave(&e);
 }
 
-/* `rename $h newname` keeps the handle working under its new name. */
-static void
-handle_renamed(ClientData cd, Tcl_Interp *interp, const char *old_name,
-               const char *new_name, int flags)
-{
-    Handle *h = cd;
-    if (flags & TCL_TRACE_DELETE) {
-        /* The command is being deleted (handle_deleted, which frees h, runs
-           next).  The trace goes now, the way Tcl's own `trace add command`
-           traces go: a script's rename trace that deletes the command (`rename
-           $old {}`) runs while Tcl walks the command's rename traces, and Tcl
-           frees a trace that only watches renames without moving that walk
-           past it, so it would call this one with h freed, or read the freed
-           trace itself.  (`py release`, Interp.release and a scope take the
-           trace off before they delete: this runs for the other ways.)  A
-           name that no longer finds the command leaves "unknown command" in
-           the interpreter; Tcl throws it away, as it calls command traces
-           between a save and a restore of the interpreter's state (8.6, 9). */
-        Tcl_UntraceCommand(interp, old_name, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
-                           handle_renamed, h);
-        return;
-    }
-    if (new_name == NULL || new_name[0] == '\0' || (flags & TCL_TRACE_DESTROYED)
-            || h->object == NULL)
-        return;                 /* deletion: handle_deleted does the work */
-    int renamed = !is_own_name(new_name, strlen(new_name), h->number);
-    h->owner->renamed_handles += renamed - h->renamed;
-    h->renamed = renamed;       /* it keeps its place among the handles made */
-    Entry e;
-    if (enter(&e, NULL, NULL) < 0)
-        return;
-    InterpState *s = h->owner;
-    /* Tcl's UTF-8, read as every Tcl text is: a name with NUL, a lone
-       surrogate or (in Tcl 8.6) a character beyond the BMP is no UTF-8 that
-       Python decodes, and the handle would keep going by its old name. */
-    Tcl_Obj *text = Tcl_NewStringObj(new_name, -1);
-    Tcl_IncrRefCount(text);
-    PyObject *name = str_from_tcl(text);
-    Tcl_DecrRefCount(text);
-    if (name != NULL && s->handles != NULL
-            && PyDict_SetItem(s->handles, name, h->object) == 0
-            && PyDict_DelItem(s->handles, h->name) == 0
-            && PyDict_SetItem(s->by_object, h->id, name) == 0) {
-        Py_SETREF(h->name, Py_NewRef(name));
-    }
-    PyErr_Clear();
-    Py_XDECREF(name);
-    leave(&e);
-}
-
-/* A handle's own name, ::py::objN, in text (NUL-terminated); its length. */
-#define HANDLE_TEXT_ROOM (sizeof(HANDLE_PREFIX) + 20)
-static size_t
-handle_text(unsigned long number, char text[HANDLE_TEXT_ROOM])
-{
-    const size_t len = sizeof(HANDLE_PREFIX) - 1 + digits_of(number);
-    memcpy(text, HANDLE_PREFIX, sizeof(HANDLE_PREFIX) - 1);
-    write_digits(number, text + len);
-    text[len] = '\0';
-    return len;
-}
-
 static Tcl_Obj *
 make_handle(InterpState *owner, PyObject *value)
 {
@@ -1658,36 +1705,27 @@ make_handle(InterpState *owner, PyObject *value)
     PyObject *id = PyLong_FromVoidPtr(value);
     if (id == NULL)
         return NULL;
-    PyObject *known = PyDict_GetItemWithError(owner->by_object, id);
-    if (known != NULL) {                /* one handle per object */
+    Handle *known = handle_with_id(owner, id);
+    if (known != NULL || PyErr_Occurred()) {    /* one handle per object */
         Py_DECREF(id);
-        return tcl_from_str(known);
+        return known != NULL ? handle_name_now(known) : NULL;
     }
-    /* Taken before anything that can run Python (the deletion below may
-       run a finalizer that makes handles too). */
+    /* Taken before anything that can run Python (making the command may
+       delete one whose finalizer makes handles too). */
     const unsigned long number = ++handles_made;
     char text[HANDLE_TEXT_ROOM];
     const Py_ssize_t len = (Py_ssize_t)handle_text(number, text);
-    PyObject *name = PyErr_Occurred() ? NULL : PyUnicode_FromStringAndSize(text, len);
-    /* A handle renamed onto this name goes first, its command with it, as
-       any command there would when this one is made. */
-    if (name != NULL && PyDict_Contains(owner->handles, name) == 1)
-        delete_handle_named(owner->interp, text);
-    if (name == NULL || PyDict_SetItem(owner->handles, name, value) < 0
-            || PyDict_SetItem(owner->by_object, id, name) < 0) {
-        if (name != NULL && PyDict_DelItem(owner->handles, name) < 0)
-            PyErr_Clear();
+    Handle *h = (Handle *)PyMem_Calloc(1, sizeof(Handle));
+    PyObject *name = PyUnicode_FromStringAndSize(text, len);
+    PyObject *where = PyLong_FromVoidPtr(h);
+    if (h == NULL || name == NULL || where == NULL) {
+        if (h == NULL)
+            PyErr_NoMemory();
+        PyMem_Free(h);
         Py_XDECREF(name);
+        Py_XDECREF(where);
         Py_DECREF(id);
         return NULL;
-    }
-    Handle *h = (Handle *)PyMem_Calloc(1, sizeof(Handle));
-    if (h == NULL) {
-        PyDict_DelItem(owner->handles, name);
-        PyDict_DelItem(owner->by_object, id);
-        Py_DECREF(id);
-        Py_DECREF(name);
-        return (Tcl_Obj *)PyErr_NoMemory();
     }
     h->life.free = free_handle;
     h->owner = owner;
@@ -1696,17 +1734,26 @@ make_handle(InterpState *owner, PyObject *value)
     h->name = name;
     h->id = id;
     h->number = number;
-    link_newest(h);
+    /* The command first: one that the script renamed onto this name (a
+       handle's, say) goes as Tcl makes this one, and its deletion may run
+       Python, which must not find this handle half made. */
     h->token = Tcl_CreateObjCommand(owner->interp, text, handle_command, h, handle_deleted);
+    link_newest(h);
     if (h->token == NULL) {
         /* Tcl is deleting the interpreter (a method that ran on, or a __del__
            the deletion set off): the name, which names nothing, as every
            handle's there will soon, and nothing is kept for it. */
+        Py_DECREF(where);
         handle_deleted(h);
         return Tcl_NewStringObj(text, (Tcl_Size)len);
     }
-    Tcl_TraceCommand(owner->interp, text, TCL_TRACE_RENAME | TCL_TRACE_DELETE,
-                     handle_renamed, h);
+    if (PyDict_SetItem(owner->handles, name, value) < 0
+            || PyDict_SetItem(owner->by_object, id, where) < 0) {
+        Py_DECREF(where);
+        Tcl_DeleteCommandFromToken(owner->interp, h->token);    /* the error stays */
+        return NULL;
+    }
+    Py_DECREF(where);
     return Tcl_NewStringObj(text, (Tcl_Size)len);
 }
 
@@ -1727,21 +1774,7 @@ handle_number(InterpState *s, PyObject *name)
             || !Tcl_GetCommandInfo(s->interp, text, &info) || info.objProc != handle_command)
         return 0;
     const Handle *h = info.objClientData;
-    return h->renamed ? 0 : h->number;
-}
-
-/* Deletes handle h's command (`token`), its own trace first, by `name`,
-   which finds the command now.  Tcl then deletes a command with no delete
-   trace of ours, and neither makes its full name for one nor keeps the
-   interpreter's state around the trace (about 2,800 instructions a
-   deletion); taken off with Tcl_UntraceCommand, the trace is also passed by
-   any walk of the command's traces under way (a script's rename trace that
-   releases the handle).  A script's own traces on it still run, once. */
-static int
-delete_untraced(Tcl_Interp *interp, Handle *h, Tcl_Command token, const char *name)
-{
-    Tcl_UntraceCommand(interp, name, TCL_TRACE_RENAME | TCL_TRACE_DELETE, handle_renamed, h);
-    return Tcl_DeleteCommandFromToken(interp, token);
+    return is_own_name(text, (size_t)len, h->number) ? h->number : 0;
 }
 
 /* Deletes the handles listed (GIL held), each that is still there under
@@ -1757,13 +1790,9 @@ delete_handles(Handle *const *gone, size_t n)
         lifetime_enter(&gone[i]->life);     /* the records outlive the loop */
     for (size_t i = 0; i < n; i++) {
         Handle *h = gone[i];
-        if (h->gone || h->renamed || h->owner->interp == NULL)
-            continue;
-        /* By its own name (no Python here: a conversion's error may be
-           pending). */
-        char name[HANDLE_TEXT_ROOM];
-        handle_text(h->number, name);
-        delete_untraced(h->owner->interp, h, h->token, name);
+        /* No Python here: a conversion's error may be pending. */
+        if (!h->gone && h->owner->interp != NULL && under_own_name(h))
+            Tcl_DeleteCommandFromToken(h->owner->interp, h->token);
     }
     for (size_t i = 0; i < n; i++)
         lifetime_leave(&gone[i]->life);
@@ -1824,29 +1853,6 @@ delete_handles_since(InterpState *owner, unsigned long mark)
     handle_list_delete(&made);
 }
 
-/* Deletes the command `token`, which `name` finds now (the name it was
-   given: a handle the script renamed goes by its new one, and during a
-   rename its old name finds it too), a handle's as delete_untraced does.
-   0, or -1 as Tcl_DeleteCommandFromToken gives. */
-int
-delete_handle_command(Tcl_Interp *interp, Tcl_Command token, const char *name)
-{
-    Tcl_CmdInfo info;
-    if (Tcl_GetCommandInfoFromToken(token, &info) && info.objProc == handle_command
-            && !((Handle *)info.objClientData)->gone)
-        return delete_untraced(interp, info.objClientData, token, name);
-    return Tcl_DeleteCommandFromToken(interp, token);
-}
-
-/* Deletes the command `name` finds, a handle's as delete_handle_command
-   does; -1 when it finds none. */
-int
-delete_handle_named(Tcl_Interp *interp, const char *name)
-{
-    Tcl_Command token = Tcl_FindCommand(interp, name, NULL, 0);
-    return token == NULL ? -1 : delete_handle_command(interp, token, name);
-}
-
 static int wrong_args(Tcl_Interp *interp, const char *usage);
 
 int
@@ -1874,7 +1880,7 @@ release_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv
     Tcl_Command token = Tcl_GetCommandFromObj(interp, objv[1]);
     if (token == NULL)
         return Tcl_DeleteCommand(interp, Tcl_GetString(objv[1])) == 0 ? TCL_OK : TCL_ERROR;
-    return delete_handle_command(interp, token, Tcl_GetString(objv[1])) == 0 ? TCL_OK : TCL_ERROR;
+    return Tcl_DeleteCommandFromToken(interp, token) == 0 ? TCL_OK : TCL_ERROR;
 }
 
 /* ------------------------------------------------------------------ */
@@ -3054,7 +3060,7 @@ end_scope(InterpState *s, Tcl_Interp *interp, ScopeFrame *f, int code)
     if (f->kept_count > 1)
         qsort(f->kept, f->kept_count, sizeof(unsigned long), compare_numbers);
     for (Handle *h = s->newest; h != NULL && h->number > f->mark; h = h->older) {
-        if (!h->renamed && !among(h->number, f->kept, f->kept_count))
+        if (!among(h->number, f->kept, f->kept_count))
             handle_list_add(&gone, h);
     }
     if (gone.count > 0 && code != TCL_ERROR) {

@@ -115,7 +115,8 @@
    files go straight to their target. */
 #pragma GCC visibility push(hidden)
 
-#define HANDLE_PREFIX "::py::obj"
+#define HANDLE_NAMESPACE "::py"
+#define HANDLE_PREFIX HANDLE_NAMESPACE "::obj"
 #define MEMO_SLOTS 8            /* remembered argument lists per command */
 #define CALL_STACK_ARGS 8       /* arguments converted without an allocation */
 #define PROGRAM_MAX 18          /* bytes of a remembered ATen program: six calls */
@@ -222,8 +223,10 @@ struct InterpState {
     int errorstack_given;       /* report_python_error made Tcl's error here:
                                    the next evaluation from Python starts with
                                    an empty -errorstack (run_global) */
-    PyObject *handles;          /* "::py::objN" -> object (the one reference) */
-    PyObject *by_object;        /* id(object) -> name: one handle per object */
+    PyObject *handles;          /* "::py::objN", the name a handle was made
+                                   with -> its object (the one reference) */
+    PyObject *by_object;        /* id(object) -> its Handle's address: one
+                                   handle per object */
     PyObject *scripts;          /* Interp.eval: script str -> its Tcl value (capsule),
                                    whose bytecode Tcl keeps; NULL until used */
     PyObject *command_names;    /* Interp.call: name str -> its Tcl value, which
@@ -231,7 +234,6 @@ struct InterpState {
     PyObject *codes[2];         /* py eval, py exec: source str -> code object */
     struct Handle *newest;      /* live handles, newest made first (->older): py scope's */
     unsigned long top_number;   /* the highest number of a handle it listed: a scope's mark */
-    int renamed_handles;        /* live ones the script renamed (their names name them too) */
     struct ScopeFrame *scopes;  /* running py scopes, innermost first (->outer) */
     struct Command *commands;   /* records of its Python-made commands (->next) */
     InterpObject *object;       /* owned if Tcl made the interpreter, else borrowed */
@@ -252,12 +254,12 @@ typedef struct Handle {
     Lifetime life;
     InterpState *owner;         /* counted in owner->refs */
     PyObject *object;           /* owned, as owner->handles holds it too (NULL once gone) */
-    PyObject *name;             /* its key in owner->handles */
+    PyObject *name;             /* the name it was made with, its key in
+                                   owner->handles (handle_name_now: its name) */
     PyObject *id;               /* id(object), its key in owner->by_object */
     Tcl_Command token;          /* its command, */
     int gone;                   /* until this is set */
     unsigned long number;       /* N of the name it was made with, ::py::objN */
-    int renamed;                /* no longer under that name: no scope releases it */
     struct Handle *older, *newer;   /* in owner's list while its command lives */
 } Handle;
 
@@ -406,8 +408,10 @@ Tcl_Obj *option_value(Tcl_Obj *options, const char *key);
 
 /* Handles, Outcome and Script. */
 void delete_handles_since(InterpState *owner, unsigned long mark);
-int delete_handle_command(Tcl_Interp *interp, Tcl_Command token, const char *name);
-int delete_handle_named(Tcl_Interp *interp, const char *name);
+Handle *handle_of(InterpState *s, PyObject *obj);
+Tcl_Obj *handle_name_now(const Handle *h);
+PyObject *handle_name_str(const Handle *h);
+PyObject *handle_names(InterpState *s);
 PyObject *outcome_new(void);
 void outcome_fill(PyObject *outcome, Tcl_Interp *interp, int code);
 int body_may_nest(Tcl_Interp *interp);

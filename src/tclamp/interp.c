@@ -900,17 +900,6 @@ Interp_get_handle_count(InterpObject *self, void *unused)
     return PyLong_FromSsize_t(s && s->handles ? PyDict_GET_SIZE(s->handles) : 0);
 }
 
-/* The name of obj's handle in `s` (borrowed), or NULL: it has none, or
-   an error is set. */
-static PyObject *
-handle_name_of(InterpState *s, PyObject *obj)
-{
-    PyObject *id = PyLong_FromVoidPtr(obj);
-    PyObject *name = id ? PyDict_GetItemWithError(s->by_object, id) : NULL;
-    Py_XDECREF(id);
-    return name;
-}
-
 /* Deletes the handle of `obj` in this interpreter; returns how many (0 or 1). */
 static PyObject *
 Interp_release(InterpObject *self, PyObject *obj)
@@ -918,17 +907,10 @@ Interp_release(InterpObject *self, PyObject *obj)
     InterpState *s = self->state;
     if (check_usable(s) < 0)
         return NULL;
-    PyObject *name = handle_name_of(s, obj);
-    if (name == NULL)
+    Handle *h = handle_of(s, obj);
+    if (h == NULL)
         return PyErr_Occurred() ? NULL : PyLong_FromLong(0);
-    /* The name as Tcl writes it (NUL as C0 80, in Tcl 8.6 a character
-       beyond the BMP as two surrogates), not as Python's UTF-8. */
-    Tcl_Obj *text = tcl_from_str(name);
-    if (text == NULL)
-        return NULL;
-    Tcl_IncrRefCount(text);
-    delete_handle_named(s->interp, Tcl_GetString(text));
-    Tcl_DecrRefCount(text);
+    Tcl_DeleteCommandFromToken(s->interp, h->token);
     return PyLong_FromLong(1);
 }
 
@@ -1056,7 +1038,7 @@ static PyObject *
 Interp_handle_names(InterpObject *self, PyObject *unused)
 {
     InterpState *s = self->state;
-    return s && s->handles ? PyDict_Keys(s->handles) : PyList_New(0);
+    return s && s->handles ? handle_names(s) : PyList_New(0);
 }
 
 /* The name of obj's handle in this interpreter, or None. */
@@ -1064,12 +1046,10 @@ static PyObject *
 Interp_handle_name(InterpObject *self, PyObject *obj)
 {
     InterpState *s = self->state;
-    if (s == NULL || s->by_object == NULL)
-        Py_RETURN_NONE;
-    PyObject *name = handle_name_of(s, obj);
-    if (name == NULL && PyErr_Occurred())
-        return NULL;
-    return Py_NewRef(name ? name : Py_None);
+    Handle *h = s != NULL ? handle_of(s, obj) : NULL;
+    if (h == NULL)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    return handle_name_str(h);
 }
 
 static PyMethodDef Interp_methods[] = {

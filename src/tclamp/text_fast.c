@@ -383,21 +383,15 @@ write_list_text(Tcl_Obj *list, const Tcl_ObjType *tcl_int, const Tcl_ObjType *tc
     text_done(list, (Tcl_Size)size);
 }
 
-/* Whether a value that Tcl holds only as code units starts like a handle's
-   name: checked on the units, so that a long text makes no UTF-8. */
+/* Whether a value that Tcl holds only as code units may name a handle: a
+   full command name, as a handle's is (::py::objN, or any the script renamed
+   it to).  Checked on the units, so that a long text makes no UTF-8. */
 int
 units_may_name_handle(Tcl_Obj *obj)
 {
     Tcl_Size n;
     const Tcl_UniChar *u = Tcl_GetUnicodeFromObj(obj, &n);
-    const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
-    if (n <= prefix)
-        return 0;
-    for (Tcl_Size i = 0; i < prefix; i++) {
-        if (u[i] != (Tcl_UniChar)HANDLE_PREFIX[i])
-            return 0;
-    }
-    return 1;
+    return n > 2 && u[0] == ':' && u[1] == ':';
 }
 
 #else   /* TCLAMP_NO_ACCELERATORS: Tcl and Python convert, as they would */
