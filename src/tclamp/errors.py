@@ -198,7 +198,7 @@ def describe_error(exc):
                 tail += "\n    (passed through Python)\n" + since
             return message, ("PYTHON", name, text), tail, None, errorstack
     frames = user_frames(TRACEBACK(exc))
-    earlier = "".join(chained(exc))
+    earlier = chained(exc)
     if not frames and not earlier:
         return message, ("PYTHON", name, text), None
     tail = "\n" + earlier
@@ -218,27 +218,91 @@ def exception_text(exc):
 CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
 CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
 
+# Where chained keeps what it gave for an exception (Chain): a key of the
+# exception's own __dict__, read through BaseException's descriptor.
+CHAINED = "__tcl_chained__"
+
 
 def chained(exc):
     """The exceptions `exc` was raised from or while handling, oldest first,
     each with its traceback and the sentence that links it to the next, as
-    Python prints them."""
-    parts = []
-    seen = {id(exc)}
+    Python prints them.
+
+    What it gives is kept with `exc` (Chain): an exception raised from or
+    while handling `exc` later takes the earlier ones from there and
+    formats `exc` alone, as long as `exc` has the cause and context it had
+    (chain_kept).  An error raised anew at each of N levels of Tcl and
+    Python calls had its whole chain formatted at each crossing, the square
+    of N tracebacks in all.  The earlier ones read as they were then, as an
+    error that came back from Tcl goes on from its errorInfo there
+    (crossed_tcl)."""
+    newest, parts, seen = exc, [], {id(exc)}
+    text, texts, ids = "", (), frozenset()
     while True:
         if CAUSE_OF(exc) is not None:
             exc, link = CAUSE_OF(exc), CAUSE
         elif CONTEXT_OF(exc) is not None and not SUPPRESS_CONTEXT(exc):
             exc, link = CONTEXT_OF(exc), CONTEXT
         else:
-            return reversed(parts)
+            break
         if id(exc) in seen:
-            return reversed(parts)
+            break
         seen.add(id(exc))
         frames = user_frames(TRACEBACK(exc))
-        text = exception_text(exc)
+        message = exception_text(exc)
         block = ("Python traceback (most recent call last):\n" + frames + "\n" if frames else "")
-        parts.append(block + NAME_OF(type(exc)) + (f": {text}" if text else "") + "\n" + link)
+        parts.append(block + NAME_OF(type(exc)) + (f": {message}" if message else "") + "\n" + link)
+        kept = chain_kept(exc, seen)
+        if kept is not None:
+            text, texts, ids = kept
+            break
+    if not parts:
+        return text
+    parts.reverse()
+    seen.discard(id(newest))
+    try:
+        DICT_OF(newest)[CHAINED] = Chain(CAUSE_OF(newest), CONTEXT_OF(newest),
+                                         SUPPRESS_CONTEXT(newest), texts + tuple(parts),
+                                         ids | seen)
+    except Exception:       # a key of its own whose __eq__ fails: nothing kept
+        pass
+    return text + "".join(parts)
+
+
+class Chain:
+    """What chained gave for an exception, kept with it: the texts
+    (`texts`, oldest first) and the ids (`ids`) of the exceptions it was
+    raised from or while handling, as it had them (`cause`, `context`,
+    `suppress`: its cause, its context, and whether that was suppressed,
+    held, not known by id).  The ids only find a cycle: a new object at a
+    freed one's address makes the walk go on, formatting.  Copied or
+    pickled it remembers nothing."""
+    __slots__ = ("cause", "context", "suppress", "texts", "ids")
+
+    def __init__(self, cause=LOST, context=LOST, suppress=False, texts=(), ids=frozenset()):
+        self.cause, self.context, self.suppress = cause, context, suppress
+        self.texts, self.ids = texts, ids
+
+    def __reduce__(self):
+        return Chain, ()
+
+
+def chain_kept(exc, seen):
+    """(text, texts, ids) of what chained gave for `exc` and kept (Chain),
+    if `exc` still has the cause and context it had then, its context
+    suppressed as then, and none of those exceptions is one in `seen`
+    (a cycle, which the walk ends where it comes round, not where that
+    one's ended); else None."""
+    try:
+        kept = dict.get(DICT_OF(exc), CHAINED)
+        if not (type(kept) is Chain and kept.cause is CAUSE_OF(exc)
+                and kept.context is CONTEXT_OF(exc) and kept.suppress is SUPPRESS_CONTEXT(exc)
+                and type(kept.texts) is tuple and type(kept.ids) is frozenset
+                and seen.isdisjoint(kept.ids)):
+            return None
+        return "".join(kept.texts), kept.texts, kept.ids
+    except Exception:       # a key of its own whose __eq__ fails, a Chain a script made
+        return None
 
 
 # Code whose frame may be suspended, not finished: clearing a suspended
