@@ -148,6 +148,7 @@ bench: setup
 	$(PY) bench/run.py
 	$(PY) bench/compare.py
 	$(TCLSH) bench/trace_overhead.tcl
+	$(TCLSH) bench/chained_errors.tcl
 
 # The suite on a GPU machine that has only python3 with a CUDA torch (see
 # docs/matrix.md): gpu-pack here makes build/gpu-check (Tcl's Debian
