@@ -1693,6 +1693,28 @@ handle_deleted(ClientData cd)
     leave(&e);
 }
 
+/* Deletes whatever command the script put under the handle name `text`
+   (a proc, a handle renamed there), so that Tcl_CreateObjCommand finds
+   none.  Tcl's own deletion there is unsafe: when the deleted command's
+   callbacks (a handle's finalizer) put another command under the name,
+   Tcl frees that one's record without deleting it, and a handle renamed
+   there kept its object, its place in the list and a dangling token.
+   0, or -1 with a Python error when the name is taken again each time. */
+static int
+clear_handle_name(Tcl_Interp *interp, const char *text)
+{
+    for (int tries = 0; tries < 8; tries++) {
+        Tcl_Command there = Tcl_FindCommand(interp, text, NULL, TCL_GLOBAL_ONLY);
+        if (there == NULL)
+            return 0;
+        Tcl_DeleteCommandFromToken(interp, there);
+    }
+    PyErr_Format(PyExc_RuntimeError,
+                 "cannot make py object handle \"%s\": a command was put under that name "
+                 "again each time it was deleted", text);
+    return -1;
+}
+
 static Tcl_Obj *
 make_handle(InterpState *owner, PyObject *value)
 {
@@ -1710,11 +1732,22 @@ make_handle(InterpState *owner, PyObject *value)
         Py_DECREF(id);
         return known != NULL ? handle_name_now(known) : NULL;
     }
-    /* Taken before anything that can run Python (making the command may
-       delete one whose finalizer makes handles too). */
+    /* Taken before anything that can run Python (clearing the name may
+       delete a command whose finalizer makes handles too). */
     const unsigned long number = ++handles_made;
     char text[HANDLE_TEXT_ROOM];
     const Py_ssize_t len = (Py_ssize_t)handle_text(number, text);
+    if (clear_handle_name(owner->interp, text) < 0) {
+        Py_DECREF(id);
+        return NULL;
+    }
+    /* A finalizer that clearing the name ran may have made this object's
+       handle: one handle per object. */
+    known = handle_with_id(owner, id);
+    if (known != NULL || PyErr_Occurred()) {
+        Py_DECREF(id);
+        return known != NULL ? handle_name_now(known) : NULL;
+    }
     Handle *h = (Handle *)PyMem_Calloc(1, sizeof(Handle));
     PyObject *name = PyUnicode_FromStringAndSize(text, len);
     PyObject *where = PyLong_FromVoidPtr(h);
@@ -1734,9 +1767,8 @@ make_handle(InterpState *owner, PyObject *value)
     h->name = name;
     h->id = id;
     h->number = number;
-    /* The command first: one that the script renamed onto this name (a
-       handle's, say) goes as Tcl makes this one, and its deletion may run
-       Python, which must not find this handle half made. */
+    /* The command first (clear_handle_name left nothing there, and
+       nothing runs Python from here on). */
     h->token = Tcl_CreateObjCommand(owner->interp, text, handle_command, h, handle_deleted);
     link_newest(h);
     if (h->token == NULL) {
@@ -1757,24 +1789,21 @@ make_handle(InterpState *owner, PyObject *value)
     return Tcl_NewStringObj(text, (Tcl_Size)len);
 }
 
-/* The number of the handle named `name` when that is still the name it
-   was made with, else 0 (a handle the script renamed is its own, whatever
-   the new name). */
+/* The number of the handle of `s` that `name` names now, else 0.  A
+   handle the script renamed counts too: py keep of its new name holds
+   once it is renamed back to its own name (a scope then ends it again). */
 static unsigned long
 handle_number(InterpState *s, PyObject *name)
 {
-    Py_ssize_t len;
-    const char *text = PyUnicode_AsUTF8AndSize(name, &len);
-    Tcl_CmdInfo info;
-    if (text == NULL) {
+    Tcl_Obj *word = tcl_from_str(name);     /* Tcl's form: NUL, surrogates */
+    if (word == NULL) {
         PyErr_Clear();
         return 0;
     }
-    if (!is_handle_name(text, len) || s->interp == NULL
-            || !Tcl_GetCommandInfo(s->interp, text, &info) || info.objProc != handle_command)
-        return 0;
-    const Handle *h = info.objClientData;
-    return is_own_name(text, (size_t)len, h->number) ? h->number : 0;
+    Tcl_IncrRefCount(word);
+    const Handle *h = handle_named(s, word);
+    Tcl_DecrRefCount(word);
+    return h != NULL ? h->number : 0;
 }
 
 /* Deletes the handles listed (GIL held), each that is still there under
