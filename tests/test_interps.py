@@ -187,3 +187,35 @@ def test_interps_used_after_their_thread_ended_or_from_another_thread(tmp_path):
         f"other release {wrong}", f"other create_command {wrong}",
         f"other create_py_command {wrong}", f"other delete {wrong}",
         "2", "live callable expected", "live callable expected"], r.report
+
+
+def test_interp_deleted_by_a_finalizer_that_making_a_handle_runs(tmp_path):
+    """Interp.call(..., obj) makes a handle for obj; a command the script
+    renamed onto that handle's name goes first, and its object's finalizer
+    calls Interp.delete(). The interpreter was freed under the bridge's (and
+    before it Tcl's own) look-up of that name: tclsh aborted ("called
+    Tcl_FindHashEntry on deleted table"). Interp.call keeps it until the
+    call ends: the call fails with Tcl's error, and nothing is left."""
+    r = python(tmp_path, """\
+        import gc, tclamp
+        class Held:
+            pass
+        doomed = tclamp.Interp()
+        class Deleter:
+            def __del__(self):
+                doomed.delete()
+        h = doomed.call("set", "h", Held())
+        n = int(h[len("::py::obj"):])
+        d = doomed.call("set", "d", Deleter())
+        doomed.eval(f"rename {d} ::py::obj{n + 2}")
+        try:
+            print(repr(doomed.call("set", "v", Held())), flush=True)
+        except tclamp.TclError as e:
+            print("TclError", e.result, doomed.alive, flush=True)
+        del doomed
+        gc.collect()
+        print("left", sum(type(o) in (Held, Deleter) for o in gc.get_objects()), flush=True)
+    """)
+    assert_clean(r)
+    assert r.stdout.splitlines() == [
+        "TclError attempt to call eval in deleted interpreter False", "left 0"], r.report

@@ -1737,7 +1737,16 @@ make_handle(InterpState *owner, PyObject *value)
     const unsigned long number = ++handles_made;
     char text[HANDLE_TEXT_ROOM];
     const Py_ssize_t len = (Py_ssize_t)handle_text(number, text);
-    if (clear_handle_name(owner->interp, text) < 0) {
+    /* Preserved while the clearing runs finalizers: one may delete the
+       interpreter (Interp.delete), which Tcl must not free under the
+       clearing's look-ups. */
+    Tcl_Interp *interp = owner->interp;
+    Tcl_Preserve(interp);
+    int cleared = clear_handle_name(interp, text);
+    Tcl_Release(interp);
+    if (cleared == 0 && owner->interp == NULL)
+        PyErr_SetString(PyExc_RuntimeError, "the Tcl interpreter has been deleted");
+    if (cleared < 0 || owner->interp == NULL) {
         Py_DECREF(id);
         return NULL;
     }

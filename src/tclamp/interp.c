@@ -691,6 +691,10 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
         return PyErr_NoMemory();
     Py_ssize_t made;
     unsigned long mark = handles_made;
+    /* Preserved from here: converting an object runs finalizers (a handle's
+       name is cleared for it), and one may delete the interpreter. */
+    Tcl_Interp *interp = s->interp;
+    Tcl_Preserve(interp);
     for (made = 0; made < n; made++) {
         if (made == 0 && PyUnicode_CheckExact(args[0])) {
             if ((objv[0] = kept_value(&s->command_names, args[0])) == NULL)
@@ -711,6 +715,7 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
         Tcl_DecrRefCount(objv[made]);
     if (objv != stack)
         PyMem_Free(objv);
+    Tcl_Release(interp);
     return result;
 }
 
