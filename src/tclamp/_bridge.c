@@ -827,6 +827,25 @@ under_own_name(const Handle *h)
                   name + sizeof(HANDLE_NAMESPACE "::") - 1) == 0;
 }
 
+/* Whether Tcl is deleting handle h's command and has taken its name
+   already (a script's delete trace deleted it again): its release has
+   begun, though its deletion callback has not run yet.  Tcl then names it
+   "" (a command may be named so: `rename $h ::`), so the full name it
+   would have must find no other command for that. */
+static int
+lost_name(const Handle *h)
+{
+    if (!can_look_up(h->owner) || *Tcl_GetCommandName(h->owner->interp, h->token) != '\0')
+        return 0;
+    Tcl_Obj *name = Tcl_NewObj();
+    Tcl_IncrRefCount(name);
+    Tcl_GetCommandFullName(h->owner->interp, h->token, name);
+    const int lost = Tcl_FindCommand(h->owner->interp, Tcl_GetString(name), NULL,
+                                     TCL_GLOBAL_ONLY) != h->token;
+    Tcl_DecrRefCount(name);
+    return lost;
+}
+
 /* The name handle h's command has now (a new Tcl value): the one it was
    made with, unless the script renamed it.  Tcl tells; no trace follows
    renames, so nothing a script's own traces do can stale it.  Where Tcl's
@@ -863,8 +882,9 @@ handle_names(InterpState *s)
         return PyDict_Keys(s->handles);
     PyObject *names = PyList_New(0);
     for (Handle *h = s->newest; names != NULL && h != NULL; h = h->older) {
-        PyObject *name = h->object != NULL ? handle_name_str(h) : NULL;
-        if (h->object != NULL && (name == NULL || PyList_Append(names, name) < 0))
+        const int listed = h->object != NULL && !lost_name(h);
+        PyObject *name = listed ? handle_name_str(h) : NULL;
+        if (listed && (name == NULL || PyList_Append(names, name) < 0))
             Py_CLEAR(names);
         Py_XDECREF(name);
     }
@@ -887,7 +907,7 @@ handle_name_error(InterpState *owner, PyObject *key, Tcl_Obj *word, PyObject *fo
     if (found != NULL) {
         /* Its command is elsewhere: the script renamed it. */
         for (Handle *h = owner->newest; h != NULL; h = h->older) {
-            if (h->number != number || h->gone)
+            if (h->number != number || h->gone || lost_name(h))
                 continue;
             Tcl_Obj *now = handle_name_now(h);
             Tcl_IncrRefCount(now);
@@ -936,7 +956,8 @@ arg_to_python(InterpState *owner, Tcl_Obj *obj, int *is_handle)
         return str_from_units(obj);
     Tcl_Size len;
     const char *s = Tcl_GetStringFromObj(obj, &len);
-    if (len <= 2 || s[0] != ':' || s[1] != ':' || owner == NULL || owner->handles == NULL)
+    /* "::" too: a handle renamed to `::` has the empty name there. */
+    if (len < 2 || s[0] != ':' || s[1] != ':' || owner == NULL || owner->handles == NULL)
         return str_from_tcl(obj);
     /* The handle whose command the name is, as Tcl finds it (and keeps
        what it found in the word). */
@@ -1652,7 +1673,7 @@ handle_of(InterpState *s, PyObject *obj)
     PyObject *id = PyLong_FromVoidPtr(obj);
     Handle *h = id != NULL ? handle_with_id(s, id) : NULL;
     Py_XDECREF(id);
-    return h;
+    return h != NULL && !lost_name(h) ? h : NULL;
 }
 
 /* The handle's command is gone: the object goes with it (its last
@@ -1727,8 +1748,12 @@ make_handle(InterpState *owner, PyObject *value)
     PyObject *id = PyLong_FromVoidPtr(value);
     if (id == NULL)
         return NULL;
+    /* One handle per object; one whose release has begun is none (a new
+       one takes its place in by_object, which its deletion leaves). */
     Handle *known = handle_with_id(owner, id);
-    if (known != NULL || PyErr_Occurred()) {    /* one handle per object */
+    if (known != NULL && lost_name(known))
+        known = NULL;
+    if (known != NULL || PyErr_Occurred()) {
         Py_DECREF(id);
         return known != NULL ? handle_name_now(known) : NULL;
     }
@@ -1753,6 +1778,8 @@ make_handle(InterpState *owner, PyObject *value)
     /* A finalizer that clearing the name ran may have made this object's
        handle: one handle per object. */
     known = handle_with_id(owner, id);
+    if (known != NULL && lost_name(known))
+        known = NULL;
     if (known != NULL || PyErr_Occurred()) {
         Py_DECREF(id);
         return known != NULL ? handle_name_now(known) : NULL;

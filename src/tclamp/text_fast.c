@@ -391,7 +391,7 @@ units_may_name_handle(Tcl_Obj *obj)
 {
     Tcl_Size n;
     const Tcl_UniChar *u = Tcl_GetUnicodeFromObj(obj, &n);
-    return n > 2 && u[0] == ':' && u[1] == ':';
+    return n >= 2 && u[0] == ':' && u[1] == ':';
 }
 
 #else   /* TCLAMP_NO_ACCELERATORS: Tcl and Python convert, as they would */
