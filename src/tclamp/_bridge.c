@@ -1664,6 +1664,15 @@ handle_with_id(InterpState *s, PyObject *id)
     return where != NULL ? (Handle *)PyLong_AsVoidPtr(where) : NULL;
 }
 
+/* handle_with_id, but not one whose release has begun (lost_name): the
+   object's handle as scripts and Python see it. */
+static Handle *
+live_handle_with_id(InterpState *s, PyObject *id)
+{
+    Handle *h = handle_with_id(s, id);
+    return h != NULL && !lost_name(h) ? h : NULL;
+}
+
 /* obj's live handle in `s`, or NULL (none, or an error set). */
 Handle *
 handle_of(InterpState *s, PyObject *obj)
@@ -1671,9 +1680,9 @@ handle_of(InterpState *s, PyObject *obj)
     if (s->by_object == NULL)
         return NULL;
     PyObject *id = PyLong_FromVoidPtr(obj);
-    Handle *h = id != NULL ? handle_with_id(s, id) : NULL;
+    Handle *h = id != NULL ? live_handle_with_id(s, id) : NULL;
     Py_XDECREF(id);
-    return h != NULL && !lost_name(h) ? h : NULL;
+    return h;
 }
 
 /* The handle's command is gone: the object goes with it (its last
@@ -1750,9 +1759,7 @@ make_handle(InterpState *owner, PyObject *value)
         return NULL;
     /* One handle per object; one whose release has begun is none (a new
        one takes its place in by_object, which its deletion leaves). */
-    Handle *known = handle_with_id(owner, id);
-    if (known != NULL && lost_name(known))
-        known = NULL;
+    Handle *known = live_handle_with_id(owner, id);
     if (known != NULL || PyErr_Occurred()) {
         Py_DECREF(id);
         return known != NULL ? handle_name_now(known) : NULL;
@@ -1777,9 +1784,7 @@ make_handle(InterpState *owner, PyObject *value)
     }
     /* A finalizer that clearing the name ran may have made this object's
        handle: one handle per object. */
-    known = handle_with_id(owner, id);
-    if (known != NULL && lost_name(known))
-        known = NULL;
+    known = live_handle_with_id(owner, id);
     if (known != NULL || PyErr_Occurred()) {
         Py_DECREF(id);
         return known != NULL ? handle_name_now(known) : NULL;
