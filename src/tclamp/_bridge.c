@@ -909,10 +909,7 @@ handle_name_error(InterpState *owner, PyObject *key, Tcl_Obj *word, PyObject *fo
         for (Handle *h = owner->newest; h != NULL; h = h->older) {
             if (h->number != number || h->gone || lost_name(h))
                 continue;
-            Tcl_Obj *now = handle_name_now(h);
-            Tcl_IncrRefCount(now);
-            PyObject *name = str_from_tcl(now);
-            Tcl_DecrRefCount(now);
+            PyObject *name = handle_name_str(h);
             if (name != NULL)
                 PyErr_Format(PyExc_ValueError, "py object handle \"%U\" was renamed to \"%U\"",
                              key, name);
