@@ -3026,6 +3026,12 @@ core_add_to_module(PyObject *m)
 /* ------------------------------------------------------------------ */
 /* py scope: the handles a script makes go when it ends                  */
 
+/* A growing list of handle numbers (items ckalloc'd; empty: {NULL, 0, 0}). */
+typedef struct {
+    unsigned long *items;
+    size_t count, room;
+} Numbers;
+
 /*
  * Handles are numbered in the order they are made, process-wide, and each
  * interpreter lists its live ones newest first: a scope notes the highest
@@ -3038,21 +3044,19 @@ core_add_to_module(PyObject *m)
  */
 typedef struct ScopeFrame {
     unsigned long mark;         /* its interpreter's top_number when it began */
-    unsigned long *kept;        /* numbers py keep gave it (ckalloc; sorted at the end) */
-    size_t kept_count, kept_room;
+    Numbers kept;               /* the numbers py keep gave it */
     struct ScopeFrame *outer;
 } ScopeFrame;
 
-/* Appends `number` to a ckalloc'd array of *count numbers with room for
-   *room, doubling the room when it is full (an empty one: NULL, 0, 0). */
 static void
-append_number(unsigned long **numbers, size_t *count, size_t *room, unsigned long number)
+add_number(Numbers *numbers, unsigned long number)
 {
-    if (*count == *room) {
-        *room = *room ? 2 * *room : 8;
-        *numbers = (unsigned long *)ckrealloc((char *)*numbers, *room * sizeof(unsigned long));
+    if (numbers->count == numbers->room) {
+        numbers->room = numbers->room ? 2 * numbers->room : 8;
+        numbers->items = (unsigned long *)ckrealloc((char *)numbers->items,
+                                                    numbers->room * sizeof(unsigned long));
     }
-    (*numbers)[(*count)++] = number;
+    numbers->items[numbers->count++] = number;
 }
 
 /* py keep: the handle named `name` outlives the innermost running scope
@@ -3063,7 +3067,7 @@ keep_in_scope(InterpState *s, PyObject *name)
     unsigned long number = handle_number(s, name);
     for (ScopeFrame *f = number ? s->scopes : NULL; f != NULL; f = f->outer) {
         if (number > f->mark) {
-            append_number(&f->kept, &f->kept_count, &f->kept_room, number);
+            add_number(&f->kept, number);
             break;
         }
     }
@@ -3076,22 +3080,28 @@ compare_numbers(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int
-among(unsigned long number, const unsigned long *sorted, size_t count)
+static void
+sort_numbers(Numbers *numbers)
 {
-    return count > 0 && bsearch(&number, sorted, count, sizeof number, compare_numbers) != NULL;
+    if (numbers->count > 1)
+        qsort(numbers->items, numbers->count, sizeof(unsigned long), compare_numbers);
 }
 
-/* The numbers above `mark` of the handle names in `text`, whole names
-   (::py::objN not followed by another digit), sorted, in *found (ckalloc,
-   NULL if none): one pass, however many handles the scope made. */
-static size_t
-numbers_named(const char *text, Tcl_Size len, unsigned long mark, unsigned long **found)
+/* Whether `number` is among the sorted `numbers`. */
+static int
+among(unsigned long number, const Numbers *numbers)
+{
+    return numbers->count > 0 && bsearch(&number, numbers->items, numbers->count,
+                                         sizeof number, compare_numbers) != NULL;
+}
+
+/* Adds the numbers above `mark` of the handle names in `text`, whole names
+   (::py::objN not followed by another digit), to `found`. */
+static void
+scan_names(const char *text, Tcl_Size len, unsigned long mark, Numbers *found)
 {
     const Tcl_Size prefix = (Tcl_Size)sizeof(HANDLE_PREFIX) - 1;
     const char *end = text + len, *p = text;
-    size_t count = 0, room = 0;
-    *found = NULL;
     while (end - p > prefix && (p = memchr(p, ':', (size_t)(end - p - prefix))) != NULL) {
         if (memcmp(p, HANDLE_PREFIX, prefix) != 0) {
             p++;
@@ -3110,11 +3120,38 @@ numbers_named(const char *text, Tcl_Size len, unsigned long mark, unsigned long 
             continue;
         }
         if (fits && n > mark)
-            append_number(found, &count, &room, n);
+            add_number(found, n);
     }
-    if (count > 1)
-        qsort(*found, count, sizeof(unsigned long), compare_numbers);
-    return count;
+}
+
+/* Past this nesting, a list is read as its text, which Tcl writes. */
+#define NAMES_WALK_DEPTH 64
+
+/* Adds the handle numbers that scan_names finds in `value`'s text, without
+   writing that text where Tcl holds the value as a number, or as a list,
+   read element by element: a body's result is often a list of numbers,
+   whose text the scope would write for nothing.  An element's text holds
+   the names that the list's text holds for it, since Tcl's quoting of an
+   element adds no digit and splits no name. */
+static void
+collect_names(Tcl_Obj *value, unsigned long mark, int depth, Numbers *found)
+{
+    const Tcl_ObjType *type = value->typePtr;
+    if (value->bytes == NULL && type != NULL) {
+        if (type == int_type || type == wide_type || type == bignum_type || type == double_type)
+            return;
+        Tcl_Size n;
+        Tcl_Obj **items;
+        if (type == list_type && depth < NAMES_WALK_DEPTH
+                && Tcl_ListObjGetElements(NULL, value, &n, &items) == TCL_OK) {
+            for (Tcl_Size i = 0; i < n; i++)
+                collect_names(items[i], mark, depth + 1, found);
+            return;
+        }
+    }
+    Tcl_Size len;
+    const char *text = Tcl_GetStringFromObj(value, &len);
+    scan_names(text, len, mark, found);
 }
 
 /* The scope's handles go (GIL held); the body's outcome stays as it was,
@@ -3124,25 +3161,23 @@ end_scope(InterpState *s, Tcl_Interp *interp, ScopeFrame *f, int code)
 {
     HandleList gone;
     handle_list_init(&gone);
-    if (f->kept_count > 1)
-        qsort(f->kept, f->kept_count, sizeof(unsigned long), compare_numbers);
+    sort_numbers(&f->kept);
     for (Handle *h = s->newest; h != NULL && h->number > f->mark; h = h->older) {
-        if (!among(h->number, f->kept, f->kept_count))
+        if (!among(h->number, &f->kept))
             handle_list_add(&gone, h);
     }
     if (gone.count > 0 && code != TCL_ERROR) {
-        Tcl_Size len;
-        const char *result = Tcl_GetStringFromObj(Tcl_GetObjResult(interp), &len);
-        unsigned long *named;
-        size_t named_count = numbers_named(result, len, f->mark, &named);
-        if (named_count > 0) {
+        Numbers named = {NULL, 0, 0};
+        collect_names(Tcl_GetObjResult(interp), f->mark, 0, &named);
+        if (named.count > 0) {
+            sort_numbers(&named);
             size_t left = 0;
             for (size_t i = 0; i < gone.count; i++) {
-                if (!among(gone.items[i]->number, named, named_count))
+                if (!among(gone.items[i]->number, &named))
                     gone.items[left++] = gone.items[i];
             }
             gone.count = left;
-            ckfree((char *)named);
+            ckfree((char *)named.items);
         }
     }
     if (gone.count == 0) {
@@ -3168,7 +3203,7 @@ scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]
        frame and its interpreter's list of handles are this thread's alone,
        the body's commands enter Python for themselves, and the interpreter
        is not deleted while this command runs (Tcl_InterpActive). */
-    ScopeFrame frame = {s->top_number, NULL, 0, 0, s->scopes};
+    ScopeFrame frame = {s->top_number, {NULL, 0, 0}, s->scopes};
     s->scopes = &frame;
     int code = run_body(interp, objv[1], "py scope");
     s->scopes = frame.outer;
@@ -3179,8 +3214,8 @@ scope_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[]
         run_pending_deletions();
         leave(&e);
     }                           /* else Python is gone, and the objects with it */
-    if (frame.kept != NULL)
-        ckfree(frame.kept);
+    if (frame.kept.items != NULL)
+        ckfree((char *)frame.kept.items);
     return code;
 }
 
