@@ -3127,14 +3127,24 @@ scan_names(const char *text, Tcl_Size len, unsigned long mark, Numbers *found)
 /* Past this nesting, a list is read as its text, which Tcl writes. */
 #define NAMES_WALK_DEPTH 64
 
+/* A search of a value for handle names (see collect_names). */
+typedef struct {
+    unsigned long mark;         /* names numbered above it count */
+    Numbers *found;
+    Tcl_HashTable read;         /* sublists read already, by address */
+    int read_ready;
+} NameSearch;
+
 /* Adds the handle numbers that scan_names finds in `value`'s text, without
    writing that text where Tcl holds the value as a number, or as a list,
    read element by element: a body's result is often a list of numbers,
    whose text the scope would write for nothing.  An element's text holds
    the names that the list's text holds for it, since Tcl's quoting of an
-   element adds no digit and splits no name. */
+   element adds no digit and splits no name.  A sublist held in more than
+   one place is read once: a list can hold one many times over, at each
+   level (2^depth times). */
 static void
-collect_names(Tcl_Obj *value, unsigned long mark, int depth, Numbers *found)
+collect_names(NameSearch *search, Tcl_Obj *value, int depth)
 {
     const Tcl_ObjType *type = value->typePtr;
     if (value->bytes == NULL && type != NULL) {
@@ -3144,14 +3154,35 @@ collect_names(Tcl_Obj *value, unsigned long mark, int depth, Numbers *found)
         Tcl_Obj **items;
         if (type == list_type && depth < NAMES_WALK_DEPTH
                 && Tcl_ListObjGetElements(NULL, value, &n, &items) == TCL_OK) {
+            if (depth > 0 && value->refCount > 1) {
+                if (!search->read_ready) {
+                    Tcl_InitHashTable(&search->read, TCL_ONE_WORD_KEYS);
+                    search->read_ready = 1;
+                }
+                int is_new;
+                Tcl_CreateHashEntry(&search->read, (const char *)value, &is_new);
+                if (!is_new)
+                    return;
+            }
             for (Tcl_Size i = 0; i < n; i++)
-                collect_names(items[i], mark, depth + 1, found);
+                collect_names(search, items[i], depth + 1);
             return;
         }
     }
     Tcl_Size len;
     const char *text = Tcl_GetStringFromObj(value, &len);
-    scan_names(text, len, mark, found);
+    scan_names(text, len, search->mark, search->found);
+}
+
+/* The numbers above `mark` of the handles that `result` names, sorted. */
+static void
+numbers_named(Tcl_Obj *result, unsigned long mark, Numbers *found)
+{
+    NameSearch search = {mark, found};
+    collect_names(&search, result, 0);
+    if (search.read_ready)
+        Tcl_DeleteHashTable(&search.read);
+    sort_numbers(found);
 }
 
 /* The scope's handles go (GIL held); the body's outcome stays as it was,
@@ -3168,17 +3199,17 @@ end_scope(InterpState *s, Tcl_Interp *interp, ScopeFrame *f, int code)
     }
     if (gone.count > 0 && code != TCL_ERROR) {
         Numbers named = {NULL, 0, 0};
-        collect_names(Tcl_GetObjResult(interp), f->mark, 0, &named);
+        numbers_named(Tcl_GetObjResult(interp), f->mark, &named);
         if (named.count > 0) {
-            sort_numbers(&named);
             size_t left = 0;
             for (size_t i = 0; i < gone.count; i++) {
                 if (!among(gone.items[i]->number, &named))
                     gone.items[left++] = gone.items[i];
             }
             gone.count = left;
-            ckfree((char *)named.items);
         }
+        if (named.items != NULL)
+            ckfree((char *)named.items);
     }
     if (gone.count == 0) {
         handle_list_delete(&gone);      /* frees the list: deletes nothing */
