@@ -3126,27 +3126,44 @@ scan_names(const char *text, Tcl_Size len, unsigned long mark, Numbers *found)
 
 /* Past this nesting, a list is read as its text, which Tcl writes. */
 #define NAMES_WALK_DEPTH 64
+/* A text longer than this, held in more than one place, is scanned once. */
+#define NAMES_SHARED_TEXT 64
 
 /* A search of a value for handle names (see collect_names). */
 typedef struct {
     unsigned long mark;         /* names numbered above it count */
     Numbers *found;
-    Tcl_HashTable read;         /* sublists read already, by address */
+    Tcl_HashTable read;         /* values held in more than one place and
+                                   read already, by address */
     int read_ready;
 } NameSearch;
+
+/* Whether the search has read `value` before (it is then noted as read). */
+static int
+read_before(NameSearch *search, Tcl_Obj *value)
+{
+    if (!search->read_ready) {
+        Tcl_InitHashTable(&search->read, TCL_ONE_WORD_KEYS);
+        search->read_ready = 1;
+    }
+    int is_new;
+    Tcl_CreateHashEntry(&search->read, (const char *)value, &is_new);
+    return !is_new;
+}
 
 /* Adds the handle numbers that scan_names finds in `value`'s text, without
    writing that text where Tcl holds the value as a number, or as a list,
    read element by element: a body's result is often a list of numbers,
    whose text the scope would write for nothing.  An element's text holds
    the names that the list's text holds for it, since Tcl's quoting of an
-   element adds no digit and splits no name.  A sublist held in more than
-   one place is read once: a list can hold one many times over, at each
-   level (2^depth times). */
+   element adds no digit and splits no name.  A sublist or a long text
+   held in more than one place is read once: a list can hold one many
+   times over, at each level (2^depth times). */
 static void
 collect_names(NameSearch *search, Tcl_Obj *value, int depth)
 {
     const Tcl_ObjType *type = value->typePtr;
+    const int shared = depth > 0 && value->refCount > 1;
     if (value->bytes == NULL && type != NULL) {
         if (type == int_type || type == wide_type || type == bignum_type || type == double_type)
             return;
@@ -3154,16 +3171,8 @@ collect_names(NameSearch *search, Tcl_Obj *value, int depth)
         Tcl_Obj **items;
         if (type == list_type && depth < NAMES_WALK_DEPTH
                 && Tcl_ListObjGetElements(NULL, value, &n, &items) == TCL_OK) {
-            if (depth > 0 && value->refCount > 1) {
-                if (!search->read_ready) {
-                    Tcl_InitHashTable(&search->read, TCL_ONE_WORD_KEYS);
-                    search->read_ready = 1;
-                }
-                int is_new;
-                Tcl_CreateHashEntry(&search->read, (const char *)value, &is_new);
-                if (!is_new)
-                    return;
-            }
+            if (shared && read_before(search, value))
+                return;
             for (Tcl_Size i = 0; i < n; i++)
                 collect_names(search, items[i], depth + 1);
             return;
@@ -3171,6 +3180,8 @@ collect_names(NameSearch *search, Tcl_Obj *value, int depth)
     }
     Tcl_Size len;
     const char *text = Tcl_GetStringFromObj(value, &len);
+    if (shared && len > NAMES_SHARED_TEXT && read_before(search, value))
+        return;
     scan_names(text, len, search->mark, search->found);
 }
 
