@@ -3124,17 +3124,22 @@ scan_names(const char *text, Tcl_Size len, unsigned long mark, Numbers *found)
     }
 }
 
-/* Past this nesting, a list is read as its text, which Tcl writes. */
-#define NAMES_WALK_DEPTH 64
 /* A text longer than this, held in more than one place, is scanned once. */
 #define NAMES_SHARED_TEXT 64
 
-/* A search of a value for handle names (see collect_names). */
+/* A list the search is inside: its elements, and the next one to read. */
+typedef struct {
+    Tcl_Obj **items;
+    Tcl_Size count, next;
+} ListPlace;
+
+/* A search of a value for handle names (see read_for_names). */
 typedef struct {
     unsigned long mark;         /* names numbered above it count */
     Numbers *found;
-    Tcl_HashTable read;         /* values held in more than one place and
-                                   read already, by address */
+    ListPlace *places;          /* the lists it is inside, outermost first (ckalloc) */
+    size_t depth, room;
+    Tcl_HashTable read;         /* sublists and long texts read already, by address */
     int read_ready;
 } NameSearch;
 
@@ -3151,46 +3156,84 @@ read_before(NameSearch *search, Tcl_Obj *value)
     return !is_new;
 }
 
+/* Whether any of the `n` `items` is a list with no text. */
+static int
+holds_list(Tcl_Obj *const *items, Tcl_Size n)
+{
+    for (Tcl_Size i = 0; i < n; i++) {
+        if (items[i]->bytes == NULL && items[i]->typePtr == list_type)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether the sublist `list` is read for the first time.  A sublist can be
+   met many times over, at each level (2^depth times): through references
+   (refCount > 1), or through lists that share their elements (Tcl's copy
+   of a list, as `concat $l` makes, shares them), where each holds it
+   once.  Only a list holding lists can multiply the reading, so
+   only one that is shared, or holds lists, is noted. */
+static int
+first_reading(NameSearch *search, Tcl_Obj *list, Tcl_Obj *const *items, Tcl_Size n)
+{
+    return (list->refCount <= 1 && !holds_list(items, n)) || !read_before(search, list);
+}
+
 /* Adds the handle numbers that scan_names finds in `value`'s text, without
-   writing that text where Tcl holds the value as a number, or as a list,
-   read element by element: a body's result is often a list of numbers,
-   whose text the scope would write for nothing.  An element's text holds
-   the names that the list's text holds for it, since Tcl's quoting of an
-   element adds no digit and splits no name.  A sublist or a long text
-   held in more than one place is read once: a list can hold one many
-   times over, at each level (2^depth times). */
+   writing that text where Tcl holds the value as a number; a list with no
+   text is entered (its elements are read by numbers_named): a body's
+   result is often a list of numbers, whose text the scope would write for
+   nothing.  An element's text holds the names that the list's text holds
+   for it, since Tcl's quoting of an element adds no digit and splits no
+   name. */
 static void
-collect_names(NameSearch *search, Tcl_Obj *value, int depth)
+read_for_names(NameSearch *search, Tcl_Obj *value)
 {
     const Tcl_ObjType *type = value->typePtr;
-    const int shared = depth > 0 && value->refCount > 1;
     if (value->bytes == NULL && type != NULL) {
         if (type == int_type || type == wide_type || type == bignum_type || type == double_type)
             return;
         Tcl_Size n;
         Tcl_Obj **items;
-        if (type == list_type && depth < NAMES_WALK_DEPTH
-                && Tcl_ListObjGetElements(NULL, value, &n, &items) == TCL_OK) {
-            if (shared && read_before(search, value))
+        if (type == list_type && Tcl_ListObjGetElements(NULL, value, &n, &items) == TCL_OK) {
+            if (search->depth > 0 && !first_reading(search, value, items, n))
                 return;
-            for (Tcl_Size i = 0; i < n; i++)
-                collect_names(search, items[i], depth + 1);
+            if (search->depth == search->room) {
+                search->room = search->room ? 2 * search->room : 16;
+                search->places = (ListPlace *)ckrealloc((char *)search->places,
+                                                        search->room * sizeof(ListPlace));
+            }
+            search->places[search->depth++] = (ListPlace){items, n, 0};
             return;
         }
     }
     Tcl_Size len;
     const char *text = Tcl_GetStringFromObj(value, &len);
-    if (shared && len > NAMES_SHARED_TEXT && read_before(search, value))
+    /* lrepeat of one long text, say: scanned once. */
+    if (search->depth > 0 && value->refCount > 1 && len > NAMES_SHARED_TEXT
+            && read_before(search, value))
         return;
     scan_names(text, len, search->mark, search->found);
 }
 
-/* The numbers above `mark` of the handles that `result` names, sorted. */
+/* The numbers above `mark` of the handles that `result` names, sorted.
+   Lists are read with a stack of places, not by recursion: a result can
+   nest lists deeper than the C stack goes, and their text, which Tcl
+   would write, can be past any memory. */
 static void
 numbers_named(Tcl_Obj *result, unsigned long mark, Numbers *found)
 {
     NameSearch search = {mark, found};
-    collect_names(&search, result, 0);
+    read_for_names(&search, result);
+    while (search.depth > 0) {
+        ListPlace *place = &search.places[search.depth - 1];
+        if (place->next == place->count)
+            search.depth--;
+        else
+            read_for_names(&search, place->items[place->next++]);  /* may move places */
+    }
+    if (search.places != NULL)
+        ckfree((char *)search.places);
     if (search.read_ready)
         Tcl_DeleteHashTable(&search.read);
     sort_numbers(found);
