@@ -139,7 +139,7 @@ WORDS = [
     ('torch::grad_scaler_new nan',
      (1, 'Invalid init_scale: must be a positive number', ['TCLAMP', 'INVALID_VALUE', '-init_scale', 'nan'])),
     ('torch::grad_scaler_new 1e400',
-     (1, 'Invalid init_scale: must be a positive number', ['TCLAMP', 'INVALID_VALUE', '-init_scale', '1e400'])),
+     (1, 'Invalid init_scale: must be at most 3.4028234663852886e+38', ['TCLAMP', 'INVALID_VALUE', '-init_scale', '1e400'])),
     ('torch::grad_scaler_scale',
      (1, 'Missing required parameter: scaler, tensor', ['TCLAMP', 'MISSING_ARGUMENT', '-scaler'])),
     ('torch::grad_scaler_scale $s',

@@ -245,6 +245,17 @@ def number_between(low, high):
     return convert
 
 
+def number_above(low):
+    """A converter to a number above low, infinity included (a bound's
+    `most` then names the largest that holds); NaN is not."""
+    def convert(word):
+        value = tcl_number(word, float)
+        if not value > low:
+            raise ValueError(word)
+        return value
+    return convert
+
+
 def positive_int(word):
     value = tcl_number(word, int)
     if value <= 0:

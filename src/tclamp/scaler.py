@@ -4,13 +4,14 @@ Scalers, tensors and optimizers are `py` object handles.  torch keeps the
 scaler's state on its device, resets the inf flag on every update, refuses
 a second step() before update() and checks the growth/backoff bounds.
 """
+import sys
 from dataclasses import dataclass
 
 import torch
 
 from . import _bridge
-from .arguments import (Command, MethodCall, Param, Plan, Signature, number_between,
-                        positive_int, tcl_boolean, tcl_number)
+from .arguments import (Command, MethodCall, Param, Plan, Signature, number_above,
+                        number_between, positive_int, tcl_boolean, tcl_number)
 from .autocast import INVALID_DEVICE, autocast_device
 from .current import tcl
 from .errors import UsageError
@@ -43,6 +44,7 @@ TENSOR = Param("tensor", ("-tensor",), convert=handle_of("tensor", torch.Tensor)
 MISSING_HANDLES = "Missing required parameter: {}"
 # What torch can store: the scale lives in a float32 tensor, the growth
 # tracker in an int32 one, and growth_interval goes to C++ as an int64.
+# An infinite growth factor would make the next grown scale inf.
 # Beyond them torch fails later, or half-way through loading a state; a
 # scale below the smallest positive float32 (a subnormal) is stored as 0,
 # which scales every loss to 0 and never grows again.
@@ -50,6 +52,7 @@ FLOAT32_MAX = torch.finfo(torch.float32).max
 FLOAT32_LEAST = 2.0 ** -149
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+FLOAT64_MAX = sys.float_info.max
 
 
 def bounded(convert, invalid, least=None, most=None):
@@ -85,8 +88,8 @@ class Rule:
                      invalid=f"{invalid} must be {self.valid}")
 
 
-SCALE = Rule(number_between(0.0, float("inf")), "a positive number", FLOAT32_LEAST, FLOAT32_MAX)
-GROWTH_FACTOR = Rule(number_between(1.0, float("inf")), "a number greater than 1")
+SCALE = Rule(number_above(0.0), "a positive number", FLOAT32_LEAST, FLOAT32_MAX)
+GROWTH_FACTOR = Rule(number_above(1.0), "a number greater than 1", most=FLOAT64_MAX)
 BACKOFF_FACTOR = Rule(number_between(0.0, 1.0), "a number between 0 and 1")
 GROWTH_INTERVAL = Rule(positive_int, "a positive integer", most=INT64_MAX)
 
