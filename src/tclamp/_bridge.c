@@ -396,7 +396,7 @@ check_tcl_size(Py_ssize_t n, Py_ssize_t most, const char *what, const char *unit
    learnt from a value Tcl makes, since Tcls register different names
    (Tcl 9 registers no "int"). */
 const Tcl_ObjType *string_type, *int_type, *wide_type, *bignum_type,
-    *double_type, *list_type, *bytearray_type;
+    *double_type, *list_type, *dict_type, *bytearray_type;
 
 static const Tcl_ObjType *
 type_of(Tcl_Obj *obj)
@@ -423,6 +423,7 @@ look_up_tcl_types(void)
     Tcl_DecrRefCount(big);
     double_type = type_of(Tcl_NewDoubleObj(0.5));
     list_type = type_of(Tcl_NewListObj(1, &one));
+    dict_type = type_of(Tcl_NewDictObj());
     bytearray_type = type_of(Tcl_NewByteArrayObj((const unsigned char *)"x", 1));
 }
 
@@ -3127,10 +3128,12 @@ scan_names(const char *text, Tcl_Size len, unsigned long mark, Numbers *found)
 /* A text longer than this, held in more than one place, is scanned once. */
 #define NAMES_SHARED_TEXT 64
 
-/* A list the search is inside: its elements, and the next one to read. */
+/* A list or dict the search is inside: its elements (a dict's keys and
+   values, in an array of the search's own), and the next one to read. */
 typedef struct {
     Tcl_Obj **items;
     Tcl_Size count, next;
+    int owned;                  /* items is the search's (ckalloc) */
 } ListPlace;
 
 /* A search of a value for handle names (see read_for_names). */
@@ -3156,54 +3159,97 @@ read_before(NameSearch *search, Tcl_Obj *value)
     return !is_new;
 }
 
-/* Whether any of the `n` `items` is a list with no text. */
+/* Whether any of the `n` `items` is a list or dict with no text. */
 static int
 holds_list(Tcl_Obj *const *items, Tcl_Size n)
 {
     for (Tcl_Size i = 0; i < n; i++) {
-        if (items[i]->bytes == NULL && items[i]->typePtr == list_type)
+        if (items[i]->bytes == NULL
+                && (items[i]->typePtr == list_type || items[i]->typePtr == dict_type))
             return 1;
     }
     return 0;
 }
 
-/* Whether the sublist `list` is read for the first time.  A sublist can be
-   met many times over, at each level (2^depth times): through references
-   (refCount > 1), or through lists that share their elements (Tcl's copy
-   of a list, as `concat $l` makes, shares them), where each holds it
-   once.  Only a list holding lists can multiply the reading, so
-   only one that is shared, or holds lists, is noted. */
+/* A dict's keys and values, in turn, in an array of `*n` for the caller
+   to free; NULL for an empty dict. */
+static Tcl_Obj **
+dict_items(Tcl_Obj *dict, Tcl_Size *n)
+{
+    Tcl_Size size = 0;
+    Tcl_DictSearch walk;
+    Tcl_Obj *key, *value, **items = NULL;
+    int done;
+    *n = 0;
+    if (Tcl_DictObjSize(NULL, dict, &size) != TCL_OK || size == 0)
+        return NULL;
+    items = (Tcl_Obj **)ckalloc(2 * (size_t)size * sizeof(Tcl_Obj *));
+    if (Tcl_DictObjFirst(NULL, dict, &walk, &key, &value, &done) != TCL_OK)
+        done = 1;
+    for (; !done && *n < 2 * size; Tcl_DictObjNext(&walk, &key, &value, &done)) {
+        items[(*n)++] = key;
+        items[(*n)++] = value;
+    }
+    Tcl_DictObjDone(&walk);
+    return items;
+}
+
+/* Whether the sublist (or dict) `list` is read for the first time.  A
+   sublist can be met many times over, at each level (2^depth times):
+   through references (refCount > 1), or through lists that share their
+   elements (Tcl's copy of a list, as `concat $l` makes, shares them),
+   where each holds it once.  Only a list holding lists or dicts can
+   multiply the reading, so only one that is shared, or holds them, is
+   noted. */
 static int
 first_reading(NameSearch *search, Tcl_Obj *list, Tcl_Obj *const *items, Tcl_Size n)
 {
     return (list->refCount <= 1 && !holds_list(items, n)) || !read_before(search, list);
 }
 
+/* The search goes into the list or dict `value`, whose elements are the
+   `n` `items` (`owned`: the search's to free), unless it has read it. */
+static void
+enter_place(NameSearch *search, Tcl_Obj *value, Tcl_Obj **items, Tcl_Size n, int owned)
+{
+    if (search->depth > 0 && !first_reading(search, value, items, n)) {
+        if (owned)
+            ckfree((char *)items);
+        return;
+    }
+    if (search->depth == search->room) {
+        search->room = search->room ? 2 * search->room : 16;
+        search->places = (ListPlace *)ckrealloc((char *)search->places,
+                                                search->room * sizeof(ListPlace));
+    }
+    search->places[search->depth++] = (ListPlace){items, n, 0, owned};
+}
+
 /* Adds the handle numbers that scan_names finds in `value`'s text, without
-   writing that text where Tcl holds the value as a number; a list with no
-   text is entered (its elements are read by numbers_named): a body's
-   result is often a list of numbers, whose text the scope would write for
-   nothing.  An element's text holds the names that the list's text holds
-   for it, since Tcl's quoting of an element adds no digit and splits no
-   name. */
+   writing that text where Tcl holds the value as a number; a list or dict
+   with no text is entered (its elements are read by numbers_named): a
+   body's result is often a list of numbers, whose text the scope would
+   write for nothing.  An element's text holds the names that the list's
+   text holds for it, since Tcl's quoting of an element adds no digit and
+   splits no name. */
 static void
 read_for_names(NameSearch *search, Tcl_Obj *value)
 {
     const Tcl_ObjType *type = value->typePtr;
     if (value->bytes == NULL && type != NULL) {
-        if (type == int_type || type == wide_type || type == bignum_type || type == double_type)
+        /* Tcl 9's lseq (an "arithseries", not registered) holds numbers only. */
+        if (type == int_type || type == wide_type || type == bignum_type
+                || type == double_type || strcmp(type->name, "arithseries") == 0)
             return;
-        Tcl_Size n;
-        Tcl_Obj **items;
+        Tcl_Size n = 0;
+        Tcl_Obj **items = NULL;
+        if (type == dict_type) {
+            items = dict_items(value, &n);
+            enter_place(search, value, items, n, items != NULL);
+            return;
+        }
         if (type == list_type && Tcl_ListObjGetElements(NULL, value, &n, &items) == TCL_OK) {
-            if (search->depth > 0 && !first_reading(search, value, items, n))
-                return;
-            if (search->depth == search->room) {
-                search->room = search->room ? 2 * search->room : 16;
-                search->places = (ListPlace *)ckrealloc((char *)search->places,
-                                                        search->room * sizeof(ListPlace));
-            }
-            search->places[search->depth++] = (ListPlace){items, n, 0};
+            enter_place(search, value, items, n, 0);
             return;
         }
     }
@@ -3227,8 +3273,11 @@ numbers_named(Tcl_Obj *result, unsigned long mark, Numbers *found)
     read_for_names(&search, result);
     while (search.depth > 0) {
         ListPlace *place = &search.places[search.depth - 1];
-        if (place->next == place->count)
+        if (place->next == place->count) {
+            if (place->owned)
+                ckfree((char *)place->items);
             search.depth--;
+        }
         else
             read_for_names(&search, place->items[place->next++]);  /* may move places */
     }

@@ -373,7 +373,7 @@ extern unsigned long handles_made;  /* the newest handle's number (GIL) */
 extern InterpState *inner_states;   /* states of interpreters with a parent (GIL) */
 /* Tcl's value types, learnt once (find_tcl_types): Tcls name them apart. */
 extern const Tcl_ObjType *string_type, *int_type, *wide_type, *bignum_type,
-    *double_type, *list_type, *bytearray_type;
+    *double_type, *list_type, *dict_type, *bytearray_type;
 void find_tcl_types(void);
 int core_add_to_module(PyObject *m);
 
