@@ -3277,9 +3277,9 @@ numbers_named(Tcl_Obj *result, unsigned long mark, Numbers *found)
             if (place->owned)
                 ckfree((char *)place->items);
             search.depth--;
-        }
-        else
+        } else {
             read_for_names(&search, place->items[place->next++]);  /* may move places */
+        }
     }
     if (search.places != NULL)
         ckfree((char *)search.places);
