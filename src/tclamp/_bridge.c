@@ -3208,11 +3208,13 @@ first_reading(NameSearch *search, Tcl_Obj *list, Tcl_Obj *const *items, Tcl_Size
 }
 
 /* The search goes into the list or dict `value`, whose elements are the
-   `n` `items` (`owned`: the search's to free), unless it has read it. */
+   `n` `items` (`owned`: the search's to free), unless it has read it
+   (`noted`: the caller has noted it as read, the first time). */
 static void
-enter_place(NameSearch *search, Tcl_Obj *value, Tcl_Obj **items, Tcl_Size n, int owned)
+enter_place(NameSearch *search, Tcl_Obj *value, Tcl_Obj **items, Tcl_Size n, int owned,
+            int noted)
 {
-    if (search->depth > 0 && !first_reading(search, value, items, n)) {
+    if (search->depth > 0 && !noted && !first_reading(search, value, items, n)) {
         if (owned)
             ckfree((char *)items);
         return;
@@ -3244,12 +3246,16 @@ read_for_names(NameSearch *search, Tcl_Obj *value)
         Tcl_Size n = 0;
         Tcl_Obj **items = NULL;
         if (type == dict_type) {
+            /* A walk costs the dict's size: one held in many places (lrepeat
+               of a big dict, say) is looked up before it is walked. */
+            if (search->depth > 0 && value->refCount > 1 && read_before(search, value))
+                return;
             items = dict_items(value, &n);
-            enter_place(search, value, items, n, items != NULL);
+            enter_place(search, value, items, n, items != NULL, value->refCount > 1);
             return;
         }
         if (type == list_type && Tcl_ListObjGetElements(NULL, value, &n, &items) == TCL_OK) {
-            enter_place(search, value, items, n, 0);
+            enter_place(search, value, items, n, 0, 0);
             return;
         }
     }
