@@ -3127,6 +3127,10 @@ scan_names(const char *text, Tcl_Size len, unsigned long mark, Numbers *found)
 
 /* A text longer than this, held in more than one place, is scanned once. */
 #define NAMES_SHARED_TEXT 64
+/* A list longer than this is read once, even held in one place: copies of
+   a list share its elements (Tcl's copy, as `concat $l` makes), and each
+   copy would read them all again. */
+#define NAMES_SHARED_ITEMS 64
 
 /* A list or dict the search is inside: its elements (a dict's keys and
    values, in an array of the search's own), and the next one to read. */
@@ -3142,20 +3146,24 @@ typedef struct {
     Numbers *found;
     ListPlace *places;          /* the lists it is inside, outermost first (ckalloc) */
     size_t depth, room;
-    Tcl_HashTable read;         /* sublists and long texts read already, by address */
+    Tcl_HashTable read;         /* values and lists' elements read already (read_before) */
     int read_ready;
 } NameSearch;
 
-/* Whether the search has read `value` before (it is then noted as read). */
+/* Whether the search has read before (it is then noted as read) the value
+   `at` (`end` NULL), or the list elements from `at` to `end`: lists are
+   known by their elements, which copies of a list share. */
 static int
-read_before(NameSearch *search, Tcl_Obj *value)
+read_before(NameSearch *search, const void *at, const void *end)
 {
+    const void *key[2] = {at, end};
     if (!search->read_ready) {
-        Tcl_InitHashTable(&search->read, TCL_ONE_WORD_KEYS);
+        /* keys of two addresses, counted in ints as Tcl_InitHashTable asks */
+        Tcl_InitHashTable(&search->read, (int)(sizeof key / sizeof(int)));
         search->read_ready = 1;
     }
     int is_new;
-    Tcl_CreateHashEntry(&search->read, (const char *)value, &is_new);
+    Tcl_CreateHashEntry(&search->read, (const char *)key, &is_new);
     return !is_new;
 }
 
@@ -3194,31 +3202,26 @@ dict_items(Tcl_Obj *dict, Tcl_Size *n)
     return items;
 }
 
-/* Whether the sublist (or dict) `list` is read for the first time.  A
-   sublist can be met many times over, at each level (2^depth times):
-   through references (refCount > 1), or through lists that share their
-   elements (Tcl's copy of a list, as `concat $l` makes, shares them),
-   where each holds it once.  Only a list holding lists or dicts can
-   multiply the reading, so only one that is shared, or holds them, is
-   noted. */
+/* Whether the sublist `list`, of the `n` `items`, is read for the first
+   time.  A sublist can be met many times over, at each level (2^depth
+   times): through references (refCount > 1), or through lists that share
+   their elements (Tcl's copy of a list, as `concat $l` makes, shares
+   them), where each holds it once.  Only a list holding lists or dicts
+   can multiply the reading, and only a long one costs much to read again,
+   so only one that is shared, long, or holds them, is noted. */
 static int
 first_reading(NameSearch *search, Tcl_Obj *list, Tcl_Obj *const *items, Tcl_Size n)
 {
-    return (list->refCount <= 1 && !holds_list(items, n)) || !read_before(search, list);
+    if (n == 0 || (list->refCount <= 1 && n <= NAMES_SHARED_ITEMS && !holds_list(items, n)))
+        return 1;
+    return !read_before(search, items, items + n);
 }
 
-/* The search goes into the list or dict `value`, whose elements are the
-   `n` `items` (`owned`: the search's to free), unless it has read it
-   (`noted`: the caller has noted it as read, the first time). */
+/* The search goes into a list or dict whose elements are the `n` `items`
+   (`owned`: the search's to free). */
 static void
-enter_place(NameSearch *search, Tcl_Obj *value, Tcl_Obj **items, Tcl_Size n, int owned,
-            int noted)
+enter_place(NameSearch *search, Tcl_Obj **items, Tcl_Size n, int owned)
 {
-    if (search->depth > 0 && !noted && !first_reading(search, value, items, n)) {
-        if (owned)
-            ckfree((char *)items);
-        return;
-    }
     if (search->depth == search->room) {
         search->room = search->room ? 2 * search->room : 16;
         search->places = (ListPlace *)ckrealloc((char *)search->places,
@@ -3246,16 +3249,18 @@ read_for_names(NameSearch *search, Tcl_Obj *value)
         Tcl_Size n = 0;
         Tcl_Obj **items = NULL;
         if (type == dict_type) {
-            /* A walk costs the dict's size: one held in many places (lrepeat
-               of a big dict, say) is looked up before it is walked. */
-            if (search->depth > 0 && value->refCount > 1 && read_before(search, value))
+            /* A walk costs the dict's size, and a dict can be met many
+               times over (lrepeat of a big dict; copies of a list holding
+               it): each is noted, and looked up before it is walked. */
+            if (search->depth > 0 && read_before(search, value, NULL))
                 return;
             items = dict_items(value, &n);
-            enter_place(search, value, items, n, items != NULL, value->refCount > 1);
+            enter_place(search, items, n, items != NULL);
             return;
         }
         if (type == list_type && Tcl_ListObjGetElements(NULL, value, &n, &items) == TCL_OK) {
-            enter_place(search, value, items, n, 0, 0);
+            if (search->depth == 0 || first_reading(search, value, items, n))
+                enter_place(search, items, n, 0);
             return;
         }
     }
@@ -3263,7 +3268,7 @@ read_for_names(NameSearch *search, Tcl_Obj *value)
     const char *text = Tcl_GetStringFromObj(value, &len);
     /* lrepeat of one long text, say: scanned once. */
     if (search->depth > 0 && value->refCount > 1 && len > NAMES_SHARED_TEXT
-            && read_before(search, value))
+            && read_before(search, value, NULL))
         return;
     scan_names(text, len, search->mark, search->found);
 }
