@@ -3249,12 +3249,23 @@ read_for_names(NameSearch *search, Tcl_Obj *value)
         Tcl_Size n = 0;
         Tcl_Obj **items = NULL;
         if (type == dict_type) {
-            /* A walk costs the dict's size, and a dict can be met many
-               times over (lrepeat of a big dict; copies of a list holding
-               it): each is noted, and looked up before it is walked. */
-            if (search->depth > 0 && read_before(search, value, NULL))
-                return;
+            /* Noted as a list is (first_reading), but a walk costs the
+               dict's size: a shared or big one (lrepeat of a big dict) is
+               looked up before it is walked.  The result is read once. */
+            Tcl_Size size = 0;
+            int looked_up = search->depth == 0;
+            if (!looked_up && (value->refCount > 1
+                               || (Tcl_DictObjSize(NULL, value, &size) == TCL_OK
+                                   && size > NAMES_SHARED_ITEMS))) {
+                if (read_before(search, value, NULL))
+                    return;
+                looked_up = 1;
+            }
             items = dict_items(value, &n);
+            if (!looked_up && holds_list(items, n) && read_before(search, value, NULL)) {
+                ckfree((char *)items);
+                return;
+            }
             enter_place(search, items, n, items != NULL);
             return;
         }
