@@ -3159,7 +3159,7 @@ read_before(NameSearch *search, const void *at, const void *end)
     const void *key[2] = {at, end};
     if (!search->read_ready) {
         /* keys of two addresses, counted in ints as Tcl_InitHashTable asks */
-        Tcl_InitHashTable(&search->read, (int)(sizeof key / sizeof(int)));
+        Tcl_InitHashTable(&search->read, (int)(2 * sizeof(void *) / sizeof(int)));
         search->read_ready = 1;
     }
     int is_new;
