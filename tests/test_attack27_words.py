@@ -182,8 +182,10 @@ WORDS = [
      (1, 'Invalid new_scale: must be a positive number', ['TCLAMP', 'INVALID_VALUE', '-new_scale', '0'])),
     ('torch::grad_scaler_update $s ""',
      (1, 'Invalid new_scale: must be a positive number', ['TCLAMP', 'INVALID_VALUE', '-new_scale', ''])),
+    # A tensor new_scale is torch's to check (it takes one): before the
+    # first scale, torch's error; see test_scaler_parity.py.
     ('torch::grad_scaler_update $s $t2',
-     (1, 'Invalid new_scale: must be a positive number', ['TCLAMP', 'INVALID_VALUE', '-new_scale', '<Tensor>'])),
+     (1, 'AssertionError: Attempted update but _scale is None.  This may indicate your script did not use scaler.scale(loss or outputs) earlier in the iteration.', ['PYTHON', 'AssertionError', 'Attempted update but _scale is None.  This may indicate your script did not use scaler.scale(loss or outputs) earlier in the iteration.'])),
     ('torch::grad_scaler_update $t 2',
      (1, 'Invalid scaler: expected a scaler handle, got a Tensor', ['TCLAMP', 'INVALID_HANDLE', '-scaler', '<Tensor>'])),
     ('torch::grad_scaler_update $s 2 3',

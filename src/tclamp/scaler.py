@@ -94,6 +94,32 @@ BACKOFF_FACTOR = Rule(number_between(0.0, 1.0), "a number between 0 and 1")
 GROWTH_INTERVAL = Rule(positive_int, "a positive integer", most=INT64_MAX)
 
 
+def new_scale_param():
+    """update's new_scale: a number by the SCALE rule, or, as torch takes
+    one, a tensor handle.  A one-element real tensor's value must pass the
+    same rule (it fills the float32 scale as a number does; reading it
+    waits for the device); torch checks the rest (device, size,
+    requires_grad) and says what is wrong in its own words."""
+    invalid = "Invalid new_scale:"
+    number = SCALE.checked(invalid)
+
+    def convert(word):
+        if not isinstance(word, torch.Tensor):
+            return number(word)
+        if word.numel() != 1 or word.is_complex():
+            return word
+        try:
+            value = float(word.detach())
+        except (RuntimeError, NotImplementedError):     # no value to read (meta)
+            return word
+        if not value > 0.0:                                 # NaN too
+            raise ValueError(value)
+        bounded(float, invalid, SCALE.least, SCALE.most)(value)
+        return word
+    return Param("new_scale", ("-new_scale", "-newScale"), None, convert=convert,
+                 invalid=f"{invalid} must be {SCALE.valid}")
+
+
 def handles_signature(command, *params, check=None):
     names = " ".join(p.name for p in params)
     missing = MISSING_HANDLES.format(", ".join(p.name for p in params))
@@ -193,7 +219,7 @@ COMMANDS = (
             handles_signature("grad_scaler_unscale", SCALER, OPTIMIZER),
             MethodCall("unscale_", "scaler unscaled")),
     Command("grad_scaler_update", "gradScalerUpdate",
-            Signature((SCALER, SCALE.param("new_scale", "newScale", None)),
+            Signature((SCALER, new_scale_param()),
                       "Usage: torch::grad_scaler_update scaler [new_scale]",
                       missing=(MISSING_HANDLES.format("scaler"),) * 2),
             MethodCall("update", "scaler updated")),
