@@ -580,3 +580,34 @@ zero_opt = torch.optim.SGD(zero_net.parameters(), lr=0.1)
                             "growth_interval": 2000, "_growth_tracker": 0})
     assert result == interp.call("list", interp.call("list", *[
         x for kv in python.state_dict().items() for x in kv]), 0, "scaler state loaded")
+
+
+@pytest.mark.xfail(strict=True, reason="open: the largest _growth_tracker that "
+                   "grad_scaler_load_state_dict takes (2147483647) wraps to -2147483648 at "
+                   "torch's next clean step (an int32 tensor); grad_scaler_state_dict then "
+                   "returns it, which grad_scaler_load_state_dict refuses (non-negative), "
+                   "where torch's load_state_dict takes its own state back")
+def test_a_state_whose_tracker_wrapped_loads_back(interp):
+    result = interp.eval(r"""
+        py exec {
+import torch
+wrap_net = torch.nn.Linear(2, 1)
+wrap_opt = torch.optim.SGD(wrap_net.parameters(), lr=0.1)
+}
+        set s [torch::grad_scaler_new -device cpu]
+        torch::grad_scaler_load_state_dict $s [list scale 1024.0 growth_factor 2.0 \
+            backoff_factor 0.5 growth_interval [expr {2**63 - 1}] _growth_tracker [expr {2**31 - 1}]]
+        [torch::grad_scaler_scale $s [py eval {wrap_net(torch.ones(1, 2)).sum()}]] backward
+        torch::grad_scaler_step $s [py eval wrap_opt]
+        torch::grad_scaler_update $s
+        set saved [torch::grad_scaler_state_dict $s]
+        set resumed [torch::grad_scaler_new -device cpu]
+        list $saved [catch {torch::grad_scaler_load_state_dict $resumed $saved} m] $m
+    """)
+    saved = {"scale": 1024.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+             "growth_interval": 2**63 - 1, "_growth_tracker": -2**31}
+    python = torch.amp.GradScaler("cpu")
+    python.load_state_dict(saved)                   # torch takes it back
+    assert python.state_dict() == saved
+    assert result == interp.call("list", interp.call("list", *[
+        x for kv in saved.items() for x in kv]), 0, "scaler state loaded")
