@@ -384,13 +384,13 @@ class Harness:
             refusal = None
             if choice > 0.75:
                 key, value, tail = rng.choice([
-                    ("scale", 0.0, "scale must be a positive number"),
+                    ("scale", -1.0, "scale must be 0 or a positive number"),
                     ("scale", 1e39, "scale " + AT_MOST), ("scale", 1e-50, "scale " + AT_LEAST),
                     ("growth_factor", 0.5, "growth_factor must be a number greater than 1"),
                     ("backoff_factor", 1.0, "backoff_factor must be a number between 0 and 1"),
                     ("growth_interval", 0, "growth_interval must be a positive integer"),
                     ("growth_interval", 2.5, "growth_interval must be a positive integer"),
-                    ("_growth_tracker", -1, "_growth_tracker must be a non-negative integer"),
+                    ("_growth_tracker", -2**31 - 1, "_growth_tracker must be at least -2147483648"),
                     ("_growth_tracker", 2**31, "_growth_tracker must be at most 2147483647")])
                 state[key] = value
                 refusal = f"Invalid scaler state: {tail}"
@@ -552,10 +552,6 @@ parity_opt = torch.optim.SGD(parity_net.parameters(), lr=0.1)
     interp.eval("py release $s; py release $opt; py release $net")
 
 
-@pytest.mark.xfail(strict=True, reason="open: torch's backoff can take the float32 scale to 0; "
-                   "grad_scaler_state_dict then returns scale 0.0, which "
-                   "grad_scaler_load_state_dict refuses (scale must be positive), where "
-                   "torch's load_state_dict takes its own state back")
 def test_a_state_that_backed_off_to_zero_loads_back(interp):
     """grad_scaler_load_state_dict.md: a scaler loaded with what
     grad_scaler_state_dict returned goes on as the saved one would have.
@@ -573,21 +569,20 @@ zero_opt = torch.optim.SGD(zero_net.parameters(), lr=0.1)
         torch::grad_scaler_update $s
         set saved [torch::grad_scaler_state_dict $s]
         set resumed [torch::grad_scaler_new -device cpu]
-        list $saved [catch {torch::grad_scaler_load_state_dict $resumed $saved} m] $m
+        list $saved [catch {torch::grad_scaler_load_state_dict $resumed $saved} m] $m \
+            [expr {[torch::grad_scaler_state_dict $resumed] eq $saved}]
     """)
     python = torch.amp.GradScaler("cpu")
     python.load_state_dict({"scale": 0.0, "growth_factor": 2.0, "backoff_factor": 0.5,
                             "growth_interval": 2000, "_growth_tracker": 0})
     assert result == interp.call("list", interp.call("list", *[
-        x for kv in python.state_dict().items() for x in kv]), 0, "scaler state loaded")
+        x for kv in python.state_dict().items() for x in kv]), 0, "scaler state loaded", 1)
 
 
-@pytest.mark.xfail(strict=True, reason="open: the largest _growth_tracker that "
-                   "grad_scaler_load_state_dict takes (2147483647) wraps to -2147483648 at "
-                   "torch's next clean step (an int32 tensor); grad_scaler_state_dict then "
-                   "returns it, which grad_scaler_load_state_dict refuses (non-negative), "
-                   "where torch's load_state_dict takes its own state back")
 def test_a_state_whose_tracker_wrapped_loads_back(interp):
+    """The largest tracker that a state may hold (2147483647) wraps to
+    -2147483648 at torch's next clean step (an int32 tensor), in Python
+    too; grad_scaler_state_dict returns that, and it loads back."""
     result = interp.eval(r"""
         py exec {
 import torch
@@ -602,7 +597,8 @@ wrap_opt = torch.optim.SGD(wrap_net.parameters(), lr=0.1)
         torch::grad_scaler_update $s
         set saved [torch::grad_scaler_state_dict $s]
         set resumed [torch::grad_scaler_new -device cpu]
-        list $saved [catch {torch::grad_scaler_load_state_dict $resumed $saved} m] $m
+        list $saved [catch {torch::grad_scaler_load_state_dict $resumed $saved} m] $m \
+            [expr {[torch::grad_scaler_state_dict $resumed] eq $saved}]
     """)
     saved = {"scale": 1024.0, "growth_factor": 2.0, "backoff_factor": 0.5,
              "growth_interval": 2**63 - 1, "_growth_tracker": -2**31}
@@ -610,4 +606,4 @@ wrap_opt = torch.optim.SGD(wrap_net.parameters(), lr=0.1)
     python.load_state_dict(saved)                   # torch takes it back
     assert python.state_dict() == saved
     assert result == interp.call("list", interp.call("list", *[
-        x for kv in saved.items() for x in kv]), 0, "scaler state loaded")
+        x for kv in saved.items() for x in kv]), 0, "scaler state loaded", 1)

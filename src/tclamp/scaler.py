@@ -135,20 +135,29 @@ def plan_new(init_scale, growth_factor, backoff_factor, growth_interval, device,
 
 # --- checkpoints: torch's own state_dict, as a Tcl dict of plain numbers ---
 
-def non_negative_int(word):
-    value = tcl_number(word, int)
-    if value < 0:
-        raise ValueError(word)
-    return value
+def saved_scale(word):
+    """A saved scale: by the SCALE rule, or 0, which torch's float32 scale
+    becomes when it backs off below the least one (a diverged run's
+    checkpoint, which then loads back, as torch's own does)."""
+    if tcl_number(word, float) == 0.0:
+        return 0.0
+    return SCALE.checked("Invalid scaler state: scale")(word)
 
 
-# torch.amp.GradScaler.state_dict()'s keys, each with its rule.
+def int32(word):
+    return tcl_number(word, int)
+
+
+# torch.amp.GradScaler.state_dict()'s keys, each with its rule: whatever
+# torch's state can hold, so that every state grad_scaler_state_dict
+# returns loads back.  The tracker is an int32 that torch lets wrap to a
+# negative one past the largest.
 STATE_RULES = {
-    "scale": SCALE,
+    "scale": Rule(saved_scale, "0 or a positive number"),
     "growth_factor": GROWTH_FACTOR,
     "backoff_factor": BACKOFF_FACTOR,
     "growth_interval": GROWTH_INTERVAL,
-    "_growth_tracker": Rule(non_negative_int, "a non-negative integer", most=INT32_MAX),
+    "_growth_tracker": Rule(int32, "an integer", -INT32_MAX - 1, INT32_MAX),
 }
 NOT_A_STATE = ("Invalid scaler state: expected a dict with the keys "
                + ", ".join(STATE_RULES))
