@@ -23,18 +23,18 @@ import torch
 
 from . import _bridge
 from .arguments import Plan
-from .autocast import DTYPE_NAMES, DTYPES, run_block
+from .autocast import DTYPE_NAMES, DTYPES, TORCH, run_block
 
 # ctypes for the codes of aten_ops.h's table.
 CTYPES = {"": None, "b": ctypes.c_int8, "?": ctypes.c_bool, "i": ctypes.c_int}
 # The ops in code order, as the bridge's table (aten_ops.h) gives them:
 # torch's binding, the C++ name of the function it calls, and that
 # function's result and argument types.
-OPS = tuple((getattr(torch, binding), symbol, CTYPES[result], tuple(CTYPES[c] for c in args))
+OPS = tuple((getattr(TORCH, binding), symbol, CTYPES[result], tuple(CTYPES[c] for c in args))
             for binding, symbol, result, args in _bridge.ATEN_OPS)
 OP_CODES = {binding: code for code, (binding, *_) in enumerate(OPS)}
-SET_DTYPE, SET_ENABLED = OP_CODES[torch.set_autocast_dtype], OP_CODES[torch.set_autocast_enabled]
-SET_CACHE_ENABLED = OP_CODES[torch.set_autocast_cache_enabled]
+SET_DTYPE, SET_ENABLED = OP_CODES[TORCH.set_autocast_dtype], OP_CODES[TORCH.set_autocast_enabled]
+SET_CACHE_ENABLED = OP_CODES[TORCH.set_autocast_cache_enabled]
 # torch::autocast's program ends with BODY, which is no function: the
 # bridge runs the command's body there (run_block in aten_programs.c).
 BODY = len(OPS)
@@ -63,16 +63,16 @@ def read_dtype_codes(get_dtype):
     """ATen's code for every torch dtype, read by setting each one through
     torch's binding and reading it back through ATen's function."""
     codes = {}
-    saved = torch.get_autocast_dtype("cpu")
+    saved = TORCH.get_autocast_dtype("cpu")
     try:
         for dtype in DTYPE_NAMES:
             try:
-                torch.set_autocast_dtype("cpu", dtype)
+                TORCH.set_autocast_dtype("cpu", dtype)
             except (RuntimeError, TypeError):
                 continue
             codes[dtype] = get_dtype(DEVICE_CODES["cpu"])
     finally:
-        torch.set_autocast_dtype("cpu", saved)
+        TORCH.set_autocast_dtype("cpu", saved)
     return codes
 
 
@@ -81,40 +81,40 @@ def agrees(functions, dtype_codes):
     (this thread's, restored afterwards)."""
     (set_dtype, set_enabled, _, is_enabled, get_dtype,
      is_cache_enabled, set_cache_enabled, increment_nesting, decrement_nesting) = functions
-    saved = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in DEVICE_CODES}
-    saved_cache = torch.is_autocast_cache_enabled()
+    saved = {d: (TORCH.is_autocast_enabled(d), TORCH.get_autocast_dtype(d)) for d in DEVICE_CODES}
+    saved_cache = TORCH.is_autocast_cache_enabled()
     try:
         for on in (True, False):
             set_cache_enabled(on)
-            if torch.is_autocast_cache_enabled() != on:
+            if TORCH.is_autocast_cache_enabled() != on:
                 return False
-            torch.set_autocast_cache_enabled(not on)
+            TORCH.set_autocast_cache_enabled(not on)
             if is_cache_enabled() == on:
                 return False
-        nesting = torch.autocast_increment_nesting()
-        counts = (increment_nesting(), torch.autocast_decrement_nesting(), decrement_nesting())
+        nesting = TORCH.autocast_increment_nesting()
+        counts = (increment_nesting(), TORCH.autocast_decrement_nesting(), decrement_nesting())
         if counts != (nesting + 1, nesting, nesting - 1):
             return False
         for device, code in DEVICE_CODES.items():
             other = next(d for d in DEVICE_CODES if d != device)
             for on in (True, False):
                 set_enabled(code, on)
-                torch.set_autocast_enabled(other, not on)
-                if torch.is_autocast_enabled(device) != on or is_enabled(code) != on:
+                TORCH.set_autocast_enabled(other, not on)
+                if TORCH.is_autocast_enabled(device) != on or is_enabled(code) != on:
                     return False
             for dtype in (torch.float16, torch.bfloat16):
                 set_dtype(code, dtype_codes[dtype])
-                if torch.get_autocast_dtype(device) != dtype:
+                if TORCH.get_autocast_dtype(device) != dtype:
                     return False
-                torch.set_autocast_dtype(device, torch.float32)
+                TORCH.set_autocast_dtype(device, torch.float32)
                 if get_dtype(code) != dtype_codes[torch.float32]:
                     return False
         return True
     finally:
         for device, (enabled, dtype) in saved.items():
-            torch.set_autocast_enabled(device, enabled)
-            torch.set_autocast_dtype(device, dtype)
-        torch.set_autocast_cache_enabled(saved_cache)
+            TORCH.set_autocast_enabled(device, enabled)
+            TORCH.set_autocast_dtype(device, dtype)
+        TORCH.set_autocast_cache_enabled(saved_cache)
 
 
 def start():
@@ -149,11 +149,11 @@ def block_program(device_type, dtype, enabled, cache_enabled):
     """torch::autocast's block as a program: run_block's entry as ATen
     calls, then the body; the bridge saves and restores the state around
     it as run_block does."""
-    entry = ((torch.set_autocast_enabled, (device_type, enabled)),)
+    entry = ((TORCH.set_autocast_enabled, (device_type, enabled)),)
     if dtype is not None:
-        entry += ((torch.set_autocast_dtype, (device_type, dtype)),)
-    entry += ((torch.set_autocast_cache_enabled, (cache_enabled,)),
-              (torch.autocast_increment_nesting, ()))
+        entry += ((TORCH.set_autocast_dtype, (device_type, dtype)),)
+    entry += ((TORCH.set_autocast_cache_enabled, (cache_enabled,)),
+              (TORCH.autocast_increment_nesting, ()))
     calls = program(entry)
     return calls + bytes((BODY, DEVICE_CODES[device_type], 0)) if calls else None
 

@@ -2,6 +2,8 @@
 
 Each command is a declaration; commands.py registers them all in one loop.
 """
+import types
+
 import torch
 
 from . import _bridge
@@ -18,6 +20,19 @@ DTYPES = {DTYPE_NAMES[dtype]: dtype for dtype in (torch.float16, torch.bfloat16,
 INVALID_PARAMETERS = ("Invalid parameters. Device type: cuda or cpu. "
                       "Dtype: float16, bfloat16, or float32")
 INVALID_DEVICE = "Invalid device type. Use cuda or cpu"
+
+# torch's autocast functions (the bindings of the ATen functions that
+# aten_ops.h names) as tclamp found them when it loaded.  The commands call
+# these, never torch's attributes as they are at the call: a remembered plan
+# keeps the functions it was planned with and the ATen path calls ATen's
+# own, so a patched attribute (a test's mock, a user's wrapper) was seen by
+# a command's first call and not by the next with the same words, and a
+# plan made under a mock went on calling the mock after the patch ended,
+# changing no state.  With these, every path, first call or repeated, reads
+# and writes torch's real autocast state, and a patch of torch's attributes
+# is never seen (docs/design.md, "The ATen contract").
+TORCH = types.SimpleNamespace(**{binding: getattr(torch, binding)
+                                 for binding, *_ in _bridge.ATEN_OPS})
 
 
 
@@ -54,23 +69,23 @@ def set_dtype_steps(device_type, dtype):
     # Casts cached under the old dtype would clash with the new one.  Whether
     # a cache is on is state, and a plan depends on the words alone, so the
     # clearing is a step of every call (clearing an empty cache costs ~50 ns).
-    return ((torch.set_autocast_dtype, (device_type, dtype)),
-            (torch.clear_autocast_cache, ()))
+    return ((TORCH.set_autocast_dtype, (device_type, dtype)),
+            (TORCH.clear_autocast_cache, ()))
 
 
 def plan_enable(device_type, dtype):
-    steps = ((torch.set_autocast_enabled, (device_type, True)),)
+    steps = ((TORCH.set_autocast_enabled, (device_type, True)),)
     if dtype is not None:
         steps = set_dtype_steps(device_type, dtype) + steps
     return Plan(steps, "autocast enabled", True)
 
 
 def plan_disable(device_type):
-    return Plan(((torch.set_autocast_enabled, (device_type, False)),), "autocast disabled", True)
+    return Plan(((TORCH.set_autocast_enabled, (device_type, False)),), "autocast disabled", True)
 
 
 def plan_is_enabled(device_type):
-    return Plan(((torch.is_autocast_enabled, (device_type,)),), None, True)
+    return Plan(((TORCH.is_autocast_enabled, (device_type,)),), None, True)
 
 
 def plan_set_dtype(dtype, device_type):
@@ -78,17 +93,17 @@ def plan_set_dtype(dtype, device_type):
 
 
 def plan_get_dtype(device_type):
-    return Plan(((torch.get_autocast_dtype, (device_type,)),), DTYPE_NAMES, True)
+    return Plan(((TORCH.get_autocast_dtype, (device_type,)),), DTYPE_NAMES, True)
 
 
 def plan_clear_cache():
-    return Plan(((torch.clear_autocast_cache, ()),), "autocast cache cleared", True)
+    return Plan(((TORCH.clear_autocast_cache, ()),), "autocast cache cleared", True)
 
 
 def device_status(device_type):
-    return {"enabled": torch.is_autocast_enabled(device_type),
-            "dtype": DTYPE_NAMES[torch.get_autocast_dtype(device_type)],
-            "cache_enabled": torch.is_autocast_cache_enabled()}
+    return {"enabled": TORCH.is_autocast_enabled(device_type),
+            "dtype": DTYPE_NAMES[TORCH.get_autocast_dtype(device_type)],
+            "cache_enabled": TORCH.is_autocast_cache_enabled()}
 
 
 def status(device_type):
@@ -121,29 +136,29 @@ def run_block(body, device_type, dtype, enabled, cache_enabled):
     autocast_set_dtype does: casts cached under one dtype would clash with
     the other (torch's own nested blocks fail so), and while the cache is
     off the dtype may change without a clearing (a module rule does so)."""
-    saved = (torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type),
-             torch.is_autocast_cache_enabled())
-    torch.set_autocast_enabled(device_type, enabled)
+    saved = (TORCH.is_autocast_enabled(device_type), TORCH.get_autocast_dtype(device_type),
+             TORCH.is_autocast_cache_enabled())
+    TORCH.set_autocast_enabled(device_type, enabled)
     if dtype is not None:
-        torch.set_autocast_dtype(device_type, dtype)
+        TORCH.set_autocast_dtype(device_type, dtype)
     turned_on = cache_enabled and not saved[2]
     if dtype not in (None, saved[1]) or turned_on:
-        torch.clear_autocast_cache()
-    torch.set_autocast_cache_enabled(cache_enabled)
-    torch.autocast_increment_nesting()
+        TORCH.clear_autocast_cache()
+    TORCH.set_autocast_cache_enabled(cache_enabled)
+    TORCH.autocast_increment_nesting()
     try:
         return _bridge.current().evaluate(body)
     finally:
         # turned_on too: a body may have turned the cache off again (a
         # `package require tclamp` in a new interpreter does) after caching
         # casts that the restored dtype would clash with.
-        if (torch.autocast_decrement_nesting() == 0
-                or torch.get_autocast_dtype(device_type) != saved[1] or turned_on
-                or torch.is_autocast_cache_enabled() and not saved[2]):
-            torch.clear_autocast_cache()
-        torch.set_autocast_enabled(device_type, saved[0])
-        torch.set_autocast_dtype(device_type, saved[1])
-        torch.set_autocast_cache_enabled(saved[2])
+        if (TORCH.autocast_decrement_nesting() == 0
+                or TORCH.get_autocast_dtype(device_type) != saved[1] or turned_on
+                or TORCH.is_autocast_cache_enabled() and not saved[2]):
+            TORCH.clear_autocast_cache()
+        TORCH.set_autocast_enabled(device_type, saved[0])
+        TORCH.set_autocast_dtype(device_type, saved[1])
+        TORCH.set_autocast_cache_enabled(saved[2])
 
 
 def plan_block(device_type, dtype, enabled, cache_enabled):

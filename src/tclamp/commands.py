@@ -1,5 +1,4 @@
 """Registration: every declared torch:: command, under both its names."""
-import torch
 
 from . import aten, autocast, info, module_rules, precision, scaler, trace
 
@@ -13,7 +12,7 @@ def register(interp):
     # Autocast switched on outside a scoped block has no end at which a
     # weight-cast cache could safely be dropped, so this thread casts
     # afresh there; scoped blocks turn the cache on for their duration.
-    torch.set_autocast_cache_enabled(False)
+    autocast.TORCH.set_autocast_cache_enabled(False)
     for command in all_commands():
         parser = aten.with_programs(command.parser())
         handle_form = command.handle_form()
