@@ -552,58 +552,59 @@ parity_opt = torch.optim.SGD(parity_net.parameters(), lr=0.1)
     interp.eval("py release $s; py release $opt; py release $net")
 
 
-def test_a_state_that_backed_off_to_zero_loads_back(interp):
-    """grad_scaler_load_state_dict.md: a scaler loaded with what
-    grad_scaler_state_dict returned goes on as the saved one would have.
-    From the least scale (2**-149, which grad_scaler_new takes), one
-    overflowing step with backoff 0.5 makes the float32 scale 0."""
-    result = interp.eval(r"""
+def state_after_a_step_loads_back(interp, make_scaler, loss):
+    """One step of the scaler `s` that the Tcl `make_scaler` makes, on the
+    Python `loss` of a fresh net, then its state_dict loaded into a new
+    scaler: the Tcl list of that state, the load's catch code and result,
+    and whether the new scaler's state_dict is the same."""
+    return interp.eval(r"""
         py exec {
 import torch
-zero_net = torch.nn.Linear(2, 1)
-zero_opt = torch.optim.SGD(zero_net.parameters(), lr=0.1)
+reload_net = torch.nn.Linear(2, 1)
+reload_opt = torch.optim.SGD(reload_net.parameters(), lr=0.1)
 }
-        set s [torch::grad_scaler_new -init_scale 1.401298464324817e-45 -device cpu]
-        [torch::grad_scaler_scale $s [py eval {zero_net(torch.ones(1, 2)).sum() * float("inf")}]] backward
-        torch::grad_scaler_step $s [py eval zero_opt]
+        %s
+        [torch::grad_scaler_scale $s [py eval {%s}]] backward
+        torch::grad_scaler_step $s [py eval reload_opt]
         torch::grad_scaler_update $s
         set saved [torch::grad_scaler_state_dict $s]
         set resumed [torch::grad_scaler_new -device cpu]
         list $saved [catch {torch::grad_scaler_load_state_dict $resumed $saved} m] $m \
             [expr {[torch::grad_scaler_state_dict $resumed] eq $saved}]
-    """)
+    """ % (make_scaler, loss))
+
+
+def loaded_back(state):
+    """What state_after_a_step_loads_back gives when `state` loads back."""
+    return "{" + " ".join(f"{k} {v}" for k, v in state.items()) + "} 0 {scaler state loaded} 1"
+
+
+def test_a_state_that_backed_off_to_zero_loads_back(interp):
+    """grad_scaler_load_state_dict.md: a scaler loaded with what
+    grad_scaler_state_dict returned goes on as the saved one would have.
+    From the least scale (2**-149, which grad_scaler_new takes), one
+    overflowing step with backoff 0.5 makes the float32 scale 0."""
+    result = state_after_a_step_loads_back(
+        interp, "set s [torch::grad_scaler_new -init_scale 1.401298464324817e-45 -device cpu]",
+        'reload_net(torch.ones(1, 2)).sum() * float("inf")')
     python = torch.amp.GradScaler("cpu")
     python.load_state_dict({"scale": 0.0, "growth_factor": 2.0, "backoff_factor": 0.5,
                             "growth_interval": 2000, "_growth_tracker": 0})
-    assert result == interp.call("list", interp.call("list", *[
-        x for kv in python.state_dict().items() for x in kv]), 0, "scaler state loaded", 1)
+    assert result == loaded_back(python.state_dict())
 
 
 def test_a_state_whose_tracker_wrapped_loads_back(interp):
     """The largest tracker that a state may hold (2147483647) wraps to
     -2147483648 at torch's next clean step (an int32 tensor), in Python
     too; grad_scaler_state_dict returns that, and it loads back."""
-    result = interp.eval(r"""
-        py exec {
-import torch
-wrap_net = torch.nn.Linear(2, 1)
-wrap_opt = torch.optim.SGD(wrap_net.parameters(), lr=0.1)
-}
-        set s [torch::grad_scaler_new -device cpu]
-        torch::grad_scaler_load_state_dict $s [list scale 1024.0 growth_factor 2.0 \
-            backoff_factor 0.5 growth_interval [expr {2**63 - 1}] _growth_tracker [expr {2**31 - 1}]]
-        [torch::grad_scaler_scale $s [py eval {wrap_net(torch.ones(1, 2)).sum()}]] backward
-        torch::grad_scaler_step $s [py eval wrap_opt]
-        torch::grad_scaler_update $s
-        set saved [torch::grad_scaler_state_dict $s]
-        set resumed [torch::grad_scaler_new -device cpu]
-        list $saved [catch {torch::grad_scaler_load_state_dict $resumed $saved} m] $m \
-            [expr {[torch::grad_scaler_state_dict $resumed] eq $saved}]
-    """)
+    result = state_after_a_step_loads_back(
+        interp, "set s [torch::grad_scaler_new -device cpu]\n"
+        "torch::grad_scaler_load_state_dict $s [list scale 1024.0 growth_factor 2.0 "
+        "backoff_factor 0.5 growth_interval [expr {2**63 - 1}] _growth_tracker [expr {2**31 - 1}]]",
+        "reload_net(torch.ones(1, 2)).sum()")
     saved = {"scale": 1024.0, "growth_factor": 2.0, "backoff_factor": 0.5,
              "growth_interval": 2**63 - 1, "_growth_tracker": -2**31}
     python = torch.amp.GradScaler("cpu")
     python.load_state_dict(saved)                   # torch takes it back
     assert python.state_dict() == saved
-    assert result == interp.call("list", interp.call("list", *[
-        x for kv in saved.items() for x in kv]), 0, "scaler state loaded", 1)
+    assert result == loaded_back(saved)
