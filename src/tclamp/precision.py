@@ -1,21 +1,35 @@
 """float32 precision: the classic torch.set_float32_matmul_precision, and
 torch >= 2.9's per-backend settings (torch.backends...fp32_precision)."""
+import types
+
 import torch
 
 from .arguments import Command, Param, Plan, Signature
 from .errors import UsageError
+
+# torch's functions as tclamp found them when it loaded (as autocast.TORCH):
+# a plan never holds torch.<name> as it is at planning, since a remembered
+# plan would keep a test's mock after its patch ended (and change nothing, or
+# read the mock's value), and a patch would be seen by a command's first
+# call but not by its repeats.  An older torch (< 2.9) has no fp32_precision
+# getter or setter: None, and the commands that need them say so.
+TORCH = types.SimpleNamespace(
+    set_float32_matmul_precision=torch.set_float32_matmul_precision,
+    get_float32_matmul_precision=torch.get_float32_matmul_precision,
+    set_fp32_precision=getattr(torch._C, "_set_fp32_precision_setter", None),
+    get_fp32_precision=getattr(torch._C, "_get_fp32_precision_getter", None))
 
 PRECISIONS = ("highest", "high", "medium")
 INVALID_PRECISION = "Invalid precision. Use highest, high, or medium"
 
 
 def plan_set(precision):
-    return Plan(((torch.set_float32_matmul_precision, (precision,)),),
+    return Plan(((TORCH.set_float32_matmul_precision, (precision,)),),
                 "float32 matmul precision set", True)
 
 
 def plan_get():
-    return Plan(((torch.get_float32_matmul_precision, ()),), None, True)
+    return Plan(((TORCH.get_float32_matmul_precision, ()),), None, True)
 
 
 # --- fp32_precision, per backend ----------------------------------------------
@@ -58,9 +72,10 @@ FP32_PRECISION_TORCH = "2.9"
 
 
 def torch_fp32_precision(name, command):
-    """torch's own fp32_precision setter or getter; an older torch (which
-    pyproject allows) has neither, and the command says which it needs."""
-    function = getattr(torch._C, name, None)
+    """torch's own fp32_precision setter or getter (TORCH's); an older torch
+    (which pyproject allows) has neither, and the command says which it
+    needs."""
+    function = getattr(TORCH, name)
     if function is None:
         raise UsageError("TORCH_VERSION",
                          f"torch::{command} needs torch {FP32_PRECISION_TORCH} or newer "
@@ -69,12 +84,12 @@ def torch_fp32_precision(name, command):
 
 
 def plan_set_fp32(precision, backend):
-    setter = torch_fp32_precision("_set_fp32_precision_setter", "set_fp32_precision")
+    setter = torch_fp32_precision("set_fp32_precision", "set_fp32_precision")
     return Plan(((setter, (*BACKENDS[backend][0], precision)),), "fp32 precision set", True)
 
 
 def plan_get_fp32(backend):
-    getter = torch_fp32_precision("_get_fp32_precision_getter", "get_fp32_precision")
+    getter = torch_fp32_precision("get_fp32_precision", "get_fp32_precision")
     return Plan(((getter, BACKENDS[backend][0]),), None, True)
 
 
