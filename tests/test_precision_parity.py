@@ -198,8 +198,22 @@ def torch_call(command, values):
     return attempt(torch.get_float32_matmul_precision)
 
 
+PYTHON_SOURCE = {
+    "attr": lambda b, v: f"torch.backends{'.' + b if b != 'generic' else ''}.fp32_precision = {v!r}",
+    "legacy": lambda v: f"torch.set_float32_matmul_precision({v!r})",
+    "allow_tf32": lambda b, v: f"torch.backends.{b}.allow_tf32 = {v!r}",
+}
+
+
+def python_source(step):
+    """A Python step as the code that `py exec` runs in the Tcl run."""
+    return "import torch\n" + PYTHON_SOURCE[step[0]](*step[1:-1])
+
+
 def python_step(step):
-    """A change through torch's own Python API, the same in both runs."""
+    """A change through torch's own Python API, the same in both runs: made
+    here, or (in the Tcl run, where the step says "tcl") by Tcl's
+    `py exec`, so that torch's warnings and errors cross the bridge."""
     kind = step[0]
     if kind == "attr":
         return attempt(setattr, backend_object(step[1]), "fp32_precision", step[2])
@@ -272,6 +286,10 @@ def some_args(rng, command):
 COMMANDS = tuple(SPECS)
 
 
+def via(rng):
+    return rng.choice(["python", "tcl"])
+
+
 def some_step(rng, depth=0):
     r = rng.random()
     if r < 0.6:
@@ -281,12 +299,13 @@ def some_step(rng, depth=0):
     if r < 0.72:
         backend = rng.choice(tuple(PAIRS))
         value = rng.choice(CPU_PRECISIONS) if rng.random() < 0.8 else rng.choice(BAD_PRECISIONS[:12])
-        return ("attr", backend, value)
+        return ("attr", backend, value, via(rng))
     if r < 0.82:
         return ("legacy", rng.choice(LEGACY) if rng.random() < 0.8 else rng.choice(
-            ["HIGH", "Medium", "low", "", "highest "]))
+            ["HIGH", "Medium", "low", "", "highest "]), via(rng))
     if r < 0.92:
-        return ("allow_tf32", rng.choice(["cuda.matmul", "cudnn", "mkldnn"]), rng.random() < 0.5)
+        return ("allow_tf32", rng.choice(["cuda.matmul", "cudnn", "mkldnn"]), rng.random() < 0.5,
+                via(rng))
     if depth:
         return some_step(rng, depth)
     which = rng.choice(tuple(FLAGS))
@@ -371,13 +390,13 @@ def expected_outcome(outcome):
 
 
 class Run:
-    def __init__(self, runner=None, rng=None):
-        self.runner, self.rng = runner, rng
+    def __init__(self, runner=None, rng=None, warning_action="always"):
+        self.runner, self.rng, self.warning_action = runner, rng, warning_action
         self.log, self.problems = [], []
 
     def step(self, step):
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+            warnings.simplefilter(self.warning_action)
             outcome = self.perform(step)
         self.log.append((step, outcome, tuple((w.category.__name__, str(w.message)) for w in caught),
                          state()))
@@ -396,7 +415,12 @@ class Run:
                 return tuple(done), python_error(error)
             return tuple(done), None
         if step[0] != "tcl":
-            return python_step(step)
+            if step[-1] == "python":
+                return python_step(step)
+            if self.runner is None:     # what `py exec` answers for it
+                outcome = python_step(step)
+                return ("ok", "") if outcome[0] == "ok" else expected_outcome(outcome)
+            return outcome_of(*self.runner.run("top", ["py", "exec", python_source(step)]))
         _, command, camel, form, args = step
         verdict = oracle(command, list(args))
         if self.runner is None:
@@ -452,15 +476,21 @@ def differ(reference, actual):
     return None
 
 
+WARNING_ACTIONS = ("always", "error", "default")
+
+
 def run_both(seed, runner):
+    """Each seed its warnings filter: every warning recorded, each one
+    raised as an error, or Python's default (once per place and step)."""
     steps = sequence(seed)
+    action = WARNING_ACTIONS[seed % 3]
     reset()
     assert state() == START
-    reference = Run()
+    reference = Run(warning_action=action)
     for step in steps:
         reference.step(step)
     reset()
-    actual = Run(runner, random.Random(seed))
+    actual = Run(runner, random.Random(seed), action)
     for step in steps:
         actual.step(step)
     reset()
@@ -586,3 +616,34 @@ def test_an_older_torch_found_at_load(tmp_path):
         f"1 {{torch::set_fp32_precision needs torch 2.9 or newer (this is torch {version})}} "
         "{TCLAMP TORCH_VERSION 2.9}",
         "high"]
+
+
+def test_torchs_warnings_reach_a_tclsh_user_once(tclsh):
+    """A UserWarning torch raises under a Tcl command reaches stderr once,
+    as Python prints it, and the command goes on with its result; with
+    warnings made errors it is a Tcl error naming it, printed nowhere; the
+    precision commands themselves raise none."""
+    r = tclsh("""
+        package require tclamp
+        py exec {import torch, warnings}
+        set r [list [torch::set_float32_matmul_precision high]]
+        lappend r [py exec {torch.backends.mkldnn.allow_tf32 = True}]
+        lappend r [catch {py exec {torch.set_float32_matmul_precision("HIGH")}} m] $m
+        lappend r [torch::get_float32_matmul_precision] [torch::set_fp32_precision tf32 mkldnn]
+        puts $r
+        py exec {warnings.simplefilter("error")}
+        set r [list [catch {py exec {torch.set_float32_matmul_precision("MEDIUM")}} m o]]
+        lappend r [lrange [dict get $o -errorcode] 0 1] [string match "UserWarning: MEDIUM is not one of*" $m]
+        lappend r [torch::get_float32_matmul_precision]
+        lappend r [torch::set_fp32_precision ieee mkldnn] [torch::set_float32_matmul_precision medium]
+        lappend r [torch::get_fp32_precision mkldnn.matmul] [torch::get_float32_matmul_precision]
+        puts $r
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "{float32 matmul precision set} {} 0 {} high {fp32 precision set}",
+        "1 {PYTHON UserWarning} 1 high {fp32 precision set} {float32 matmul precision set} bf16 medium"]
+    assert r.stderr.count("UserWarning") == 2, r.stderr
+    assert r.stderr.count("TF32 acceleration on top of oneDNN") == 1, r.stderr
+    assert r.stderr.count("HIGH is not one of") == 1, r.stderr
+    assert "MEDIUM" not in r.stderr
