@@ -155,7 +155,10 @@ def state():
             attempt(torch._C._get_onednn_allow_tf32),
             torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic,
             torch.backends.cudnn.benchmark, torch.backends.mkldnn.enabled,
-            torch.backends.mkldnn.deterministic)
+            torch.backends.mkldnn.deterministic,
+            # and autocast's, which no precision command may touch
+            tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda")),
+            torch.is_autocast_cache_enabled())
 
 
 START_RAW = {pair: torch._C._get_fp32_precision_getter(*pair) for pair in PAIRS.values()}
@@ -179,6 +182,10 @@ def reset():
     torch.backends.cudnn.enabled, torch.backends.cudnn.deterministic = START[5], START[6]
     torch.backends.cudnn.benchmark, torch.backends.mkldnn.enabled = START[7], START[8]
     torch.backends.mkldnn.deterministic = START[9]
+    for device, (enabled, dtype) in zip(("cpu", "cuda"), START[10]):
+        torch.set_autocast_enabled(device, enabled)
+        torch.set_autocast_dtype(device, dtype)
+    torch.set_autocast_cache_enabled(START[11])
 
 
 def torch_call(command, values):
@@ -647,3 +654,25 @@ def test_torchs_warnings_reach_a_tclsh_user_once(tclsh):
     assert r.stderr.count("TF32 acceleration on top of oneDNN") == 1, r.stderr
     assert r.stderr.count("HIGH is not one of") == 1, r.stderr
     assert "MEDIUM" not in r.stderr
+
+
+def test_flags_around_a_tcl_eval_that_fails(tcl):
+    """A Tcl call that fails inside torch's flags() block: the error leaves
+    the block as Python's (torch's own RuntimeError, or the TclError of a
+    refusal), and flags() restores what it set; what Tcl set stays."""
+    reset()
+    try:
+        with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
+            with torch.backends.flags(fp32_precision="bf16"):
+                tcl.eval("torch::set_fp32_precision tf32 mkldnn.conv; torch::get_float32_matmul_precision")
+        assert (torch.backends.fp32_precision, torch.backends.mkldnn.conv.fp32_precision,
+                torch.get_float32_matmul_precision()) == ("none", "tf32", "highest")
+        before = state()
+        with pytest.raises(TclError) as error:
+            with torch.backends.cudnn.flags(enabled=False, fp32_precision="ieee"):
+                tcl.eval("torch::setFp32Precision -backend cudnn -precision bf16")
+        assert (error.value.result, error.value.errorcode) == (
+            "Invalid precision for cudnn. Use none, ieee, or tf32", "TCLAMP INVALID_VALUE -precision bf16")
+        assert state() == before
+    finally:
+        reset()
