@@ -35,7 +35,6 @@ TORCH = types.SimpleNamespace(**{binding: getattr(torch, binding)
                                  for binding, *_ in _bridge.ATEN_OPS})
 
 
-
 def autocast_device(word):
     """A device type that torch's autocast runs on: cuda and cpu, and every
     other one torch.amp.is_autocast_available names (mps, xpu, hpu, ...);
