@@ -18,10 +18,53 @@ import weakref
 import torch
 
 _torch_call = torch.nn.Module.__call__
+# What `call` goes on to: the Module.__call__ it replaced when it went in
+# (torch's own, or a wrapper another library put there since), and whether
+# it is in the chain now (it stays in while a wrapper put over it calls it).
+_replaced = _torch_call
+_installed = False
+
+
+class RuleTable:
+    """module -> {device type: dtype}, by the module's identity: a
+    WeakKeyDictionary hashed and compared modules, so a module whose class
+    makes equal ones (its own __eq__ and __hash__) got another's rule, and
+    one that cannot be hashed failed every call while rules existed or a
+    trace ran.  A module that goes away takes its rules (its id can be
+    another's only after that).  data: id -> (weak reference, dtypes)."""
+
+    def __init__(self):
+        self.data = {}
+
+    def get(self, module, default=None):
+        entry = self.data.get(id(module))
+        return entry[1] if entry is not None and entry[0]() is module else default
+
+    def __contains__(self, module):
+        return self.get(module) is not None
+
+    def __len__(self):
+        return len(self.data)
+
+    def __setitem__(self, module, dtypes):
+        key, table = id(module), weakref.ref(self)
+
+        def gone(ref):
+            data = getattr(table(), "data", None)
+            if data is not None and data.get(key, (None,))[0] is ref:
+                data.pop(key, None)
+        self.data[key] = (weakref.ref(module, gone), dtypes)
+
+    def __delitem__(self, module):
+        if self.get(module) is None:
+            raise KeyError(module)
+        del self.data[id(module)]
+
+
 # module -> {device type: dtype}; a module that goes away takes its rules
-rules = weakref.WeakKeyDictionary()
-# Reentrant: a module's __hash__ (the table hashes it under the lock) or a
-# finalizer may run Tcl that sets another rule on this thread.
+rules = RuleTable()
+# Reentrant: a finalizer (a module's __del__) may run Tcl that sets another
+# rule on this thread while the lock is held.
 _lock = threading.RLock()
 _traces = 0                     # traces running, on every thread
 # Per thread: the module path stack of this thread's traces, or None.
@@ -145,6 +188,12 @@ def is_compiled(module):
         or getattr(module, "_compiled_call_impl", None) is not None)
 
 
+SCRIPTED_HOLDS_RULE = ("tclamp: a TorchScript module (torch.jit.script or torch.jit.trace) holds"
+                       " a module with an autocast dtype rule, which its compiled code would"
+                       " not apply: remove the rule (torch::autocast_module_dtype module none"
+                       " device), or set it on the TorchScript module that is called")
+
+
 def _ruled_call(module, args, kwargs):
     dtypes = rules.get(module)
     if dtypes is None and not rules and not _traces:
@@ -154,11 +203,17 @@ def _ruled_call(module, args, kwargs):
         inner = getattr(module, "_orig_mod", module)
         if any(m in rules for m in inner.modules()):
             raise RuntimeError(COMPILED_HOLDS_RULE)
+    # TorchScript runs its submodules' forward itself, without __call__: a
+    # rule on one was silently not applied.  Its own rule applies (it is
+    # called from Python, through here).
+    if rules and isinstance(module, torch.jit.ScriptModule):
+        if any(m in rules for m in module.modules() if m is not module):
+            raise RuntimeError(SCRIPTED_HOLDS_RULE)
     # A copy: the table may change (on any thread) while forward runs.
     active = [(device, dtype) for device, dtype in list(dtypes.items())
               if torch.is_autocast_enabled(device)] if dtypes else []
     if not active:
-        return _torch_call(module, *args, **kwargs)
+        return _replaced(module, *args, **kwargs)
     replaced = [(device, torch.get_autocast_dtype(device)) for device, _ in active]
     cache_enabled = torch.is_autocast_cache_enabled()
     try:
@@ -168,7 +223,7 @@ def _ruled_call(module, args, kwargs):
             torch.set_autocast_dtype(device, dtype)
             args = cast_inputs(args, device, dtype)
             kwargs = cast_inputs(kwargs, device, dtype)
-        return _torch_call(module, *args, **kwargs)
+        return _replaced(module, *args, **kwargs)
     finally:
         for device, dtype in replaced:
             torch.set_autocast_dtype(device, dtype)
@@ -176,15 +231,23 @@ def _ruled_call(module, args, kwargs):
 
 
 def _update():
-    """Wraps Module.__call__ when needed, gives torch its own back when not
-    (only if it is still ours: someone else may have wrapped it since).
+    """Wraps Module.__call__ when needed, puts back what it replaced when
+    not (only if it is still ours: someone else may have wrapped it since,
+    and then goes on calling it).  What it wraps is what is there: torch's
+    own, or another library's wrapper put there after tclamp was loaded
+    (rules and module paths were silently not seen under one).  torch's own
+    found there while it is thought in goes on no chain to it: another
+    library that put it back dropped the wrapper, which goes in again.
     Called with _lock held."""
+    global _replaced, _installed
     needed = _traces > 0 or len(rules) > 0
     current = torch.nn.Module.__dict__["__call__"]
-    if needed and current is _torch_call:
+    if needed and (not _installed or current is _torch_call):
+        _replaced, _installed = current, True
         torch.nn.Module.__call__ = call
-    elif not needed and current is call:
-        torch.nn.Module.__call__ = _torch_call
+    elif not needed and _installed and current is call:
+        torch.nn.Module.__call__ = _replaced
+        _installed = False
 
 
 def set_rule(module, device_type, dtype):
@@ -207,7 +270,7 @@ def rule_table():
     copied in one step (in C) before it is read: another thread's set_rule,
     or a finalizer's, would otherwise change it while it is iterated."""
     table = rules.data.copy()
-    return [(module, dict(dtypes)) for ref, dtypes in table.items()
+    return [(module, dict(dtypes)) for ref, dtypes in table.values()
             if (module := ref()) is not None]
 
 

@@ -1,0 +1,252 @@
+"""torch::autocast_module_dtype and torch::autocast_trace against what real
+model code does: another library's wrapper of Module.__call__, TorchScript
+modules, modules whose class compares or hashes by value, and a
+differential check of the trace's module dtypes against forward hooks."""
+import itertools
+import random
+
+import pytest
+import torch
+
+import tclamp
+from tclamp import module_calls
+
+
+class TwoLayers(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(4, 4)
+        self.fc2 = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc2(self.fc1(x))
+
+
+class ByValue(torch.nn.Linear):
+    """Equal to any ByValue of the same size (a config-keyed cache would
+    define this): two distinct modules, one hash."""
+    def __eq__(self, other):
+        return isinstance(other, ByValue) and self.in_features == other.in_features
+
+    def __hash__(self):
+        return hash(self.in_features)
+
+
+class Unhashable(torch.nn.Linear):
+    def __eq__(self, other):
+        return self is other
+    __hash__ = None
+
+
+@pytest.fixture
+def interp():
+    made = tclamp.Interp()
+    made.eval("py exec {import torch}")
+    yield made
+    made.delete()
+    for device in ("cuda", "cpu"):
+        torch.set_autocast_enabled(device, False)
+    torch.set_autocast_dtype("cpu", torch.bfloat16)
+    torch.set_autocast_dtype("cuda", torch.float16)
+
+
+def under_bfloat16(function):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return function()
+
+
+def test_a_wrapper_another_library_put_on_module_call_does_not_hide_rules(monkeypatch):
+    """A library that wraps torch.nn.Module.__call__ after tclamp was loaded
+    (an instrumentation or profiling hook): tclamp only went in when
+    Module.__call__ was torch's own, so a rule was silently not applied
+    (bfloat16 for a float32 rule) and a trace named no module."""
+    torch_own = torch.nn.Module.__call__
+    calls = []
+
+    def counting(self, *args, **kwargs):
+        calls.append(type(self).__name__)
+        return torch_own(self, *args, **kwargs)
+    monkeypatch.setattr(torch.nn.Module, "__call__", counting)
+    net, x = TwoLayers(), torch.randn(2, 4)
+    module_calls.set_rule(net.fc1, "cpu", torch.float32)
+    try:
+        assert under_bfloat16(lambda: net.fc1(x)).dtype == torch.float32
+        assert calls == ["Linear"]          # the library's wrapper still runs
+        assert under_bfloat16(lambda: net(x)).dtype == torch.bfloat16
+    finally:
+        module_calls.set_rule(net.fc1, "cpu", None)
+    # The rule gone, the library's wrapper is back, and tclamp is out.
+    assert torch.nn.Module.__dict__["__call__"] is counting
+    # A trace sees module paths under the library's wrapper too.
+    module_calls.trace_begin()
+    try:
+        paths = []
+        hook = net.fc2.register_forward_hook(lambda *_: paths.append(module_calls.current_path()))
+        net(x)
+        hook.remove()
+    finally:
+        module_calls.trace_end(None)
+    assert paths == ["TwoLayers.fc2"]
+    assert torch.nn.Module.__dict__["__call__"] is counting
+
+
+def test_a_library_that_puts_torchs_own_call_back_does_not_drop_rules(monkeypatch):
+    """tclamp wrapped another library's wrapper; that library then put back
+    torch's own Module.__call__ (its saved original), taking tclamp's out of
+    the chain: the next rule puts it in again."""
+    torch_own = torch.nn.Module.__call__
+    monkeypatch.setattr(torch.nn.Module, "__call__", lambda self, *a, **k: torch_own(self, *a, **k))
+    first, second, x = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4), torch.randn(2, 4)
+    module_calls.set_rule(first, "cpu", torch.float32)
+    try:
+        torch.nn.Module.__call__ = torch_own         # the library's unpatch
+        module_calls.set_rule(second, "cpu", torch.float32)
+        assert [under_bfloat16(lambda: m(x)).dtype for m in (first, second)] == [torch.float32] * 2
+    finally:
+        module_calls.set_rule(first, "cpu", None)
+        module_calls.set_rule(second, "cpu", None)
+    assert torch.nn.Module.__dict__["__call__"] is torch_own
+
+
+@pytest.mark.parametrize("make", ["script", "trace"])
+def test_a_rule_inside_a_torchscript_module_is_an_error_not_ignored(make):
+    """TorchScript runs a submodule's forward without Module.__call__: a
+    float32 rule on torch.jit.script(net).fc1 (or a traced net's) gave a
+    silent bfloat16.  As for torch.compile: calling it is an error until the
+    rule goes; a rule on the TorchScript module itself applies."""
+    x = torch.randn(2, 4)
+    scripted = torch.jit.script(TwoLayers()) if make == "script" else torch.jit.trace(TwoLayers(), x)
+    module_calls.set_rule(scripted.fc1, "cpu", torch.float32)
+    try:
+        with pytest.raises(RuntimeError, match="^tclamp: a TorchScript module"):
+            under_bfloat16(lambda: scripted(x))
+        # the submodule called itself, from Python, is ruled (a traced
+        # module's submodules cannot be called)
+        if make == "script":
+            assert under_bfloat16(lambda: scripted.fc1(x)).dtype == torch.float32
+    finally:
+        module_calls.set_rule(scripted.fc1, "cpu", None)
+    assert under_bfloat16(lambda: scripted(x)).dtype == torch.bfloat16
+    module_calls.set_rule(scripted, "cpu", torch.float32)
+    try:
+        assert under_bfloat16(lambda: scripted(x)).dtype == torch.float32
+    finally:
+        module_calls.set_rule(scripted, "cpu", None)
+
+
+def test_the_torchscript_error_through_tcl(interp):
+    import builtins
+    builtins._attack = [torch.jit.script(TwoLayers()), torch.randn(2, 4)]
+    try:
+        fc1 = interp.eval("py eval {__import__('builtins')._attack[0].fc1}")
+        assert interp.eval(f"torch::autocast_module_dtype {fc1} float32 cpu") == "module dtype set"
+        code = interp.eval("torch::autocast -device_type cpu {"
+                           " list [catch {py eval {str(__import__('builtins')._attack[0]("
+                           "__import__('builtins')._attack[1]).dtype)}} m] $m }")
+        assert code.startswith("1 {RuntimeError: tclamp: a TorchScript module (torch.jit.script or"
+                               " torch.jit.trace) holds a module with an autocast dtype rule")
+        interp.eval(f"torch::autocast_module_dtype {fc1} none cpu")
+        assert interp.eval("llength [torch::autocast_module_rules]") == "0"
+    finally:
+        del builtins._attack
+
+
+def test_modules_equal_by_value_do_not_share_a_rule():
+    """The rule belongs to the module object: a class that makes two
+    modules equal (same __hash__, __eq__ True) gave the second one the
+    first one's float32 rule."""
+    first, second, x = ByValue(4, 4), ByValue(4, 4), torch.randn(2, 4)
+    module_calls.set_rule(first, "cpu", torch.float32)
+    try:
+        assert [under_bfloat16(lambda: m(x)).dtype for m in (first, second)] == [torch.float32,
+                                                                                  torch.bfloat16]
+        # removing the rule of the one without a rule removes nothing
+        module_calls.set_rule(second, "cpu", None)
+        assert under_bfloat16(lambda: first(x)).dtype == torch.float32
+        assert [m is first for m, _ in module_calls.rule_table()] == [True]
+    finally:
+        module_calls.set_rule(first, "cpu", None)
+    assert not module_calls.rules
+
+
+def test_an_unhashable_module_runs_under_a_trace_and_takes_a_rule(interp):
+    """torch runs a module whose class sets __hash__ = None; under tclamp's
+    wrapper (a trace running, or any rule) its call failed:
+    TypeError: unhashable type."""
+    import builtins
+    builtins._attack = module = Unhashable(4, 4)
+    try:
+        trace = interp.eval("torch::autocast -device_type cpu {"
+                            " torch::autocast_trace {py eval {__import__('builtins')._attack(torch.ones(2, 4))}} }")
+        assert "module Unhashable op aten::addmm dtype bfloat16 count 1" in trace
+        handle = interp.eval("py eval {__import__('builtins')._attack}")
+        interp.eval(f"torch::autocast_module_dtype {handle} float16 cpu")
+        assert under_bfloat16(lambda: module(torch.ones(2, 4))).dtype == torch.float16
+        interp.eval(f"torch::autocast_module_dtype {handle} none cpu")
+    finally:
+        del builtins._attack
+
+
+def test_a_rule_goes_with_its_module_and_a_new_module_at_its_address_has_none():
+    """The table is by identity now: the rule of a module that went must not
+    pass to a module that Python puts at the same address."""
+    import gc
+    x = torch.randn(2, 4)
+    gone = torch.nn.Linear(4, 4)
+    address = id(gone)
+    module_calls.set_rule(gone, "cpu", torch.float32)
+    del gone
+    gc.collect()
+    assert len(module_calls.rules) == 0 and module_calls.rule_table() == []
+    kept = []
+    for _ in range(1000):
+        candidate = torch.nn.Linear(4, 4)
+        if id(candidate) == address:
+            break
+        kept.append(candidate)
+    assert under_bfloat16(lambda: candidate(x)).dtype == torch.bfloat16
+
+
+def test_trace_module_dtypes_match_forward_hooks():
+    """Differential: under random nested rules, each Linear's addmm dtype in
+    the trace (module path, dtype) is the dtype its output has, read by a
+    forward hook (no dispatch mode), and the one the rules say: the
+    innermost rule, else autocast's."""
+    from tclamp import trace as trace_module
+    rng = random.Random(7)
+    x = torch.randn(3, 4)
+    for _ in range(12):
+        model = torch.nn.Sequential(TwoLayers(), torch.nn.Sequential(torch.nn.Linear(4, 4), TwoLayers()))
+        named = dict(model.named_modules())
+        chosen = {name: rng.choice([torch.float32, torch.float16, torch.bfloat16])
+                  for name in rng.sample(sorted(named), 3)}
+        for name, dtype in chosen.items():
+            module_calls.set_rule(named[name], "cpu", dtype)
+        seen = {}
+        hooks = [m.register_forward_hook(lambda m, i, o, n=n: seen.__setitem__(n, o.dtype))
+                 for n, m in named.items() if isinstance(m, torch.nn.Linear)]
+        try:
+            tracer = trace_module.OperatorTrace(None)
+            tracer.__enter__()
+            try:
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    model(x)
+            finally:
+                tracer.__exit__(None, None, None)
+            traced = {row["module"]: row["dtype"] for row in tracer.result()["modules"]
+                      if row["op"] == "aten::addmm"}
+        finally:
+            for hook in hooks:
+                hook.remove()
+            for name in chosen:
+                module_calls.set_rule(named[name], "cpu", None)
+        expected = {}
+        for name in seen:
+            ruled = [n for n in chosen if n == "" or name == n or name.startswith(n + ".")]
+            innermost = max(ruled, key=len) if ruled else None
+            expected[name] = chosen[innermost] if innermost is not None else torch.bfloat16
+        assert seen == expected, chosen
+        as_paths = {("Sequential." + n) if n else "Sequential": str(d).removeprefix("torch.")
+                    for n, d in seen.items()}
+        assert traced == as_paths, chosen
+    assert not module_calls.rules
