@@ -250,3 +250,27 @@ def test_trace_module_dtypes_match_forward_hooks():
                     for n, d in seen.items()}
         assert traced == as_paths, chosen
     assert not module_calls.rules
+
+
+def test_an_expanded_output_is_checked_at_its_stored_size(interp):
+    """expand and broadcast_to repeat one stored value along a stride-0
+    dimension: torch.isfinite answered at the full size, so z.expand(2**31)
+    of one float took 24 s and 14 GB under a trace (untraced: nothing), and
+    z.expand(2**40) failed the trace (can't allocate memory).  An inf
+    behind the expansion is still found, wherever it is stored."""
+    interp.eval("py exec {z = torch.zeros(1); row = torch.tensor([1.0, float('inf')])}")
+    trace = interp.eval("torch::autocast_trace { py eval {z.expand(2**40).shape} }")
+    assert trace == ("ops {{op aten::expand dtype float32 count 1}} nonfinite {} modules {}"
+                     " first_nonfinite {} unchecked {}")
+    nonfinite = interp.eval("""lmap script {
+        {row.expand(2**39, 2)}
+        {row[:, None].expand(2, 2**39)}
+        {row[:, None, None].expand(2, 2**19, 2**19)[1:]}
+        {row[:1].expand(2**40)}
+    } { dict get [torch::autocast_trace [list py eval $script]] nonfinite }""")
+    # (row's views by indexing hold its inf too: unsqueeze)
+    assert nonfinite == ("{{op aten::expand dtype float32 count 1}}"
+                         " {{op aten::unsqueeze dtype float32 count 1} {op aten::expand dtype float32 count 1}}"
+                         " {{op aten::unsqueeze dtype float32 count 2} {op aten::expand dtype float32 count 1}"
+                         " {op aten::slice dtype float32 count 1}}"
+                         " {}")

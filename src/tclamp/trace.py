@@ -66,6 +66,19 @@ def has_values(tensor):
     return not (tensor.is_meta or (fake is not None and isinstance(tensor, fake.FakeTensor)))
 
 
+def unexpanded(tensor):
+    """tensor without the repeats of its expanded dimensions (stride 0, as
+    expand and broadcast_to make): along one every value is the same, so the
+    first is looked at alone.  torch.isfinite made its answer at the full
+    size: z.expand(2**31) of one float took 24 s and 14 GB to check."""
+    if tensor.layout != torch.strided or tensor.is_nested:
+        return tensor
+    strides = tensor.stride()
+    if 0 not in strides:
+        return tensor
+    return tensor[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in strides)]
+
+
 def holds_nonfinite(tensor):
     """True or False, or UNCHECKED for an output whose values torch.isfinite
     cannot look at (a nested tensor's, say), or may not: reading a CUDA
@@ -83,6 +96,7 @@ def holds_nonfinite(tensor):
             tensor = tensor._values()
         elif tensor.layout in _COMPRESSED:
             tensor = tensor.values()
+        tensor = unexpanded(tensor)
         if tensor.dtype in _UPCAST:
             tensor = tensor.float()
         return not bool(torch.isfinite(tensor).all())
