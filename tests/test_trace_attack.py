@@ -274,3 +274,17 @@ def test_an_expanded_output_is_checked_at_its_stored_size(interp):
                          " {{op aten::unsqueeze dtype float32 count 2} {op aten::expand dtype float32 count 1}"
                          " {op aten::slice dtype float32 count 1}}"
                          " {}")
+
+
+def test_the_wrapper_goes_when_the_last_ruled_module_does():
+    """Rules take the wrapper away when none is left: when the last ruled
+    module went, Module.__call__ stayed tclamp's until some module was
+    next called."""
+    import gc
+    module = torch.nn.Linear(2, 2)
+    module_calls.set_rule(module, "cpu", torch.float32)
+    assert torch.nn.Module.__call__ is module_calls.call
+    del module
+    gc.collect()
+    assert len(module_calls.rules) == 0
+    assert torch.nn.Module.__call__ is not module_calls.call

@@ -53,6 +53,9 @@ class RuleTable:
             data = getattr(table(), "data", None)
             if data is not None and data.get(key, (None,))[0] is ref:
                 data.pop(key, None)
+                if not data:        # the last ruled module went: torch's own again
+                    with _lock:
+                        _update()
         self.data[key] = (weakref.ref(module, gone), dtypes)
 
     def __delitem__(self, module):
