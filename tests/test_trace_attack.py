@@ -288,3 +288,56 @@ def test_the_wrapper_goes_when_the_last_ruled_module_does():
     gc.collect()
     assert len(module_calls.rules) == 0
     assert torch.nn.Module.__call__ is not module_calls.call
+
+
+def test_forward_mode_ad_under_a_trace_does_not_crash(tmp_path):
+    """Forward-mode AD (torch.func.jvp, jacfwd, forward_ad) makes zero
+    tensors (aten::_efficientzerotensor), which have no memory: the
+    tracer's torch.isfinite read one through a null pointer, inside its
+    dispatch mode, and the process died (segmentation fault)."""
+    import processes
+    r = processes.tclsh(tmp_path, """
+        package require tclamp
+        py exec {
+        import torch
+        lin = torch.nn.Linear(4, 4)
+        x = torch.randn(3, 4)
+        def jvp():
+            out, tangent = torch.func.jvp(lin, (x,), (torch.ones_like(x),))
+            return [str(out.dtype), bool(torch.isfinite(tangent).all())]
+        }
+        set trace [torch::autocast_trace { set ::result [py call jvp] }]
+        puts $::result
+        puts [lsearch -inline -index 1 [dict get $trace ops] aten::_efficientzerotensor]
+        puts [dict get $trace nonfinite]
+        puts [llength [dict get [torch::autocast_trace {
+            py eval {torch.func.jacfwd(lin)(x[0])}
+        }] ops]]
+    """)
+    processes.assert_clean(r)
+    lines = r.stdout.split("\n")
+    assert lines[:3] == ["torch.float32 1", "op aten::_efficientzerotensor dtype float32 count 2", ""]
+    assert int(lines[3]) > 0 and lines[4:] == [""]
+
+
+def test_a_tensor_subclass_without_isfinite_is_unchecked_not_a_failed_trace(interp):
+    """torch.masked's MaskedTensor implements no isfinite: its
+    __torch_dispatch__ returns NotImplemented, torch raises TypeError, and
+    the whole trace failed ("The tracer failed: TypeError: Multiple
+    dispatch failed ...").  Its outputs are listed under unchecked, as
+    documented for outputs that cannot be read."""
+    import warnings
+    from torch.masked import masked_tensor
+    import builtins
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # a prototype
+        builtins._attack = masked_tensor(torch.tensor([1.0, float("inf")]),
+                                         torch.tensor([True, False]))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trace = interp.eval("torch::autocast_trace {py eval {__import__('builtins')._attack * 2}}")
+        assert trace == ("ops {{op aten::mul dtype float32 count 1}} nonfinite {} modules {}"
+                         " first_nonfinite {} unchecked {{op aten::mul dtype float32 count 1}}")
+    finally:
+        del builtins._attack

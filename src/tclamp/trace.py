@@ -86,6 +86,12 @@ def holds_nonfinite(tensor):
     (the capture would fail)."""
     if not (tensor.is_floating_point() or tensor.is_complex()) or not has_values(tensor):
         return False
+    # A zero tensor (aten::_efficientzerotensor, as forward-mode AD makes:
+    # torch.func.jvp, jacfwd) has no memory: inside a dispatch mode its
+    # ZeroTensor handling is off, and torch.isfinite read through a null
+    # pointer (the process died, a segmentation fault).  It holds zeros.
+    if tensor._is_zerotensor():
+        return False
     if tensor.is_cuda and torch.cuda.is_current_stream_capturing():
         return UNCHECKED
     _looking.active = True
@@ -101,6 +107,13 @@ def holds_nonfinite(tensor):
             tensor = tensor.float()
         return not bool(torch.isfinite(tensor).all())
     except NotImplementedError:
+        return UNCHECKED
+    except TypeError:
+        # A tensor subclass that implements no isfinite (its
+        # __torch_dispatch__ returned NotImplemented: torch.masked's
+        # MaskedTensor) failed the whole trace.
+        if type(tensor) in (torch.Tensor, torch.nn.Parameter):
+            raise
         return UNCHECKED
     finally:
         _looking.active = False
