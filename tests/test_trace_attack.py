@@ -341,3 +341,26 @@ def test_a_tensor_subclass_without_isfinite_is_unchecked_not_a_failed_trace(inte
                          " first_nonfinite {} unchecked {{op aten::mul dtype float32 count 1}}")
     finally:
         del builtins._attack
+
+
+def test_a_view_of_freed_storage_is_unchecked_not_read(tmp_path):
+    """A parameter whose storage was freed (untyped_storage().resize_(0), as
+    FSDP frees parameters between uses) still gets views made of it; the
+    tracer's torch.isfinite read the freed memory and the process died
+    (segmentation fault).  The view is counted and listed as unchecked."""
+    import processes
+    r = processes.tclsh(tmp_path, """
+        package require tclamp
+        py exec {
+        import torch
+        p = torch.nn.Parameter(torch.randn(1000))
+        p.untyped_storage().resize_(0)
+        }
+        puts [torch::autocast_trace { py eval {p.view(10, 100).shape} }]
+        puts [dict get [torch::autocast_trace { py eval {p.detach()[:0]} }] unchecked]
+    """)
+    processes.assert_clean(r)
+    assert r.stdout.split("\n") == [
+        "ops {{op aten::view dtype float32 count 1}} nonfinite {} modules {} first_nonfinite {}"
+        " unchecked {{op aten::view dtype float32 count 1}}",
+        "{op aten::detach dtype float32 count 1}", ""]

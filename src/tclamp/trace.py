@@ -79,6 +79,18 @@ def unexpanded(tensor):
     return tensor[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in strides)]
 
 
+def beyond_storage(tensor):
+    """Whether a plain tensor's elements reach past the memory its storage
+    has: one freed by untyped_storage().resize_(0), as FSDP frees
+    parameters, whose views ops still make.  torch.isfinite read the freed
+    memory (the process died, a segmentation fault)."""
+    if (type(tensor) not in (torch.Tensor, torch.nn.Parameter) or tensor.layout != torch.strided
+            or tensor.is_nested or tensor.numel() == 0):
+        return False
+    last = tensor.storage_offset() + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride()))
+    return (last + 1) * tensor.element_size() > tensor.untyped_storage().nbytes()
+
+
 def holds_nonfinite(tensor):
     """True or False, or UNCHECKED for an output whose values torch.isfinite
     cannot look at (a nested tensor's, say), or may not: reading a CUDA
@@ -103,6 +115,8 @@ def holds_nonfinite(tensor):
         elif tensor.layout in _COMPRESSED:
             tensor = tensor.values()
         tensor = unexpanded(tensor)
+        if beyond_storage(tensor):
+            return UNCHECKED
         if tensor.dtype in _UPCAST:
             tensor = tensor.float()
         return not bool(torch.isfinite(tensor).all())
