@@ -364,3 +364,28 @@ def test_a_view_of_freed_storage_is_unchecked_not_read(tmp_path):
         "ops {{op aten::view dtype float32 count 1}} nonfinite {} modules {} first_nonfinite {}"
         " unchecked {{op aten::view dtype float32 count 1}}",
         "{op aten::detach dtype float32 count 1}", ""]
+
+
+class Recursive(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, depth=2):
+        return self.lin(x) if depth == 0 else self(self.lin(x), depth - 1)
+
+
+def test_a_module_that_calls_itself_keeps_its_path():
+    """A module called inside its own call (recursion) is the same module:
+    it was named again under itself, Recursive.Recursive.Recursive.lin, a
+    new module path (and rows) for each level of the recursion."""
+    from tclamp import trace as trace_module
+    model, x = Recursive(), torch.randn(2, 4)
+    tracer = trace_module.OperatorTrace(None)
+    tracer.__enter__()
+    try:
+        model(x, depth=20)
+    finally:
+        tracer.__exit__(None, None, None)
+    rows = [(row["module"], row["op"], row["count"]) for row in tracer.result()["modules"]]
+    assert rows == [("Recursive.lin", "aten::t", 21), ("Recursive.lin", "aten::addmm", 21)]

@@ -167,7 +167,12 @@ def call(module, /, *args, **kwargs):
     if paths is None:
         return _ruled_call(module, args, kwargs)
     # [module, path, what it holds (held_names, when it first calls one)]
-    path = f"{paths[-1][1]}.{held_as(paths[-1], module)}" if paths else type(module).__name__
+    # A module called again inside its own call (recursion, directly or
+    # through another) keeps the path it has there: it was named again
+    # under itself, Rec.Rec.Rec.lin, a new path for each level.
+    path = next((entry[1] for entry in paths if entry[0] is module), None)
+    if path is None:
+        path = f"{paths[-1][1]}.{held_as(paths[-1], module)}" if paths else type(module).__name__
     paths.append([module, path, None])
     try:
         return _ruled_call(module, args, kwargs)
