@@ -389,3 +389,47 @@ def test_a_module_that_calls_itself_keeps_its_path():
         tracer.__exit__(None, None, None)
     rows = [(row["module"], row["op"], row["count"]) for row in tracer.result()["modules"]]
     assert rows == [("Recursive.lin", "aten::t", 21), ("Recursive.lin", "aten::addmm", 21)]
+
+
+def test_nonfinite_counts_match_an_independent_check():
+    """Differential: random chains of float16/float32 operators, some of
+    which overflow, some on expanded (stride-0) or transposed operands.
+    Each operator's output is checked again outside any dispatch mode
+    (torch.isfinite on a contiguous copy); the trace's nonfinite rows and
+    first_nonfinite must match."""
+    from tclamp import trace as trace_module
+    rng = random.Random(11)
+    steps = [
+        ("aten::mul", lambda t: t * 300.0),
+        ("aten::add", lambda t: t + 1.0),
+        ("aten::exp", lambda t: t.exp()),
+        ("aten::expand", lambda t: t.expand(2, *t.shape)),
+        ("aten::transpose", lambda t: t.transpose(-1, -2)),
+        ("aten::div", lambda t: t / 0.0),
+        ("aten::neg", lambda t: -t),
+    ]
+    for _ in range(30):
+        dtype = rng.choice([torch.float16, torch.float32])
+        start = torch.tensor([[rng.uniform(-3, 3) for _ in range(3)] for _ in range(3)], dtype=dtype)
+        chain = [rng.choice(steps) for _ in range(rng.randint(1, 6))]
+        expected, first, value = {}, {}, start
+        for name, step in chain:
+            value = step(value)
+            key = (name, str(value.dtype).removeprefix("torch."))
+            bad = not bool(torch.isfinite(value.contiguous()).all())
+            if bad:
+                expected[key] = expected.get(key, 0) + 1
+                first = first or {"op": name, "dtype": key[1], "module": ""}
+        tracer = trace_module.OperatorTrace(None)
+        tracer.__enter__()
+        try:
+            value = start
+            for _, step in chain:
+                value = step(value)
+        finally:
+            tracer.__exit__(None, None, None)
+        result = tracer.result()
+        got = {(row["op"], row["dtype"]): row["count"] for row in result["nonfinite"]}
+        assert got == expected, [name for name, _ in chain]
+        assert result["first_nonfinite"] == first, [name for name, _ in chain]
+        assert result["unchecked"] == []
