@@ -1,8 +1,9 @@
 """torch::autocast_module_dtype and torch::autocast_trace against what real
 model code does: another library's wrapper of Module.__call__, TorchScript
-modules, modules whose class compares or hashes by value, and a
-differential check of the trace's module dtypes against forward hooks."""
-import itertools
+modules, modules whose class compares or hashes by value, recursion,
+expanded outputs, forward-mode AD, freed storage, tensor subclasses; and
+differential checks of the trace (module dtypes against forward hooks,
+nonfinite counts against torch.isfinite outside any dispatch mode)."""
 import random
 
 import pytest
