@@ -9,8 +9,9 @@ so skipped steps and backoffs are compared too.
 Recipes: gradient clipping after unscale, gradient accumulation, two
 models with two losses and two optimizers on one scaler, a gradient
 penalty (autograd.grad of the scaled loss, unscaled by hand), Adam in its
-foreach and fused forms (and bfloat16 with a disabled scaler), and a
-checkpoint saved mid-run and resumed in new objects.  Then: handles and
+foreach and fused forms (and bfloat16 with a disabled scaler), a
+checkpoint saved mid-run and resumed in new objects, and custom autograd
+functions (torch.amp.custom_fwd/custom_bwd) called under the block.  Then: handles and
 memory over 2000 steps, and the errors of steps taken in the wrong order,
 which must be torch's own, leave no handle behind, and leave the scaler
 usable."""
