@@ -266,7 +266,10 @@ class Harness:
             finally:
                 self.freed = saved
             return
-        self.py.scaler = torch.amp.GradScaler("cpu", values["init_scale"], values["growth_factor"],
+        # Without -device, the scaler's device is the documented default:
+        # cuda where torch sees a GPU (the model stays on the CPU in both).
+        device = "cpu" if named else ("cuda" if torch.cuda.is_available() else "cpu")
+        self.py.scaler = torch.amp.GradScaler(device, values["init_scale"], values["growth_factor"],
                                               values["backoff_factor"], values["growth_interval"],
                                               enabled)
         self.freed = None
