@@ -244,8 +244,8 @@ def _update():
     and then goes on calling it).  What it wraps is what is there: torch's
     own, or another library's wrapper put there after tclamp was loaded
     (rules and module paths were silently not seen under one).  torch's own
-    found there while it is thought in goes on no chain to it: another
-    library that put it back dropped the wrapper, which goes in again.
+    found there while tclamp's wrapper should be in means another library
+    put it back and dropped the wrapper, which then goes in again.
     Called with _lock held."""
     global _replaced, _installed
     needed = _traces > 0 or len(rules) > 0

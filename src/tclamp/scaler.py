@@ -144,7 +144,7 @@ def saved_scale(word):
     return SCALE.checked("Invalid scaler state: scale")(word)
 
 
-def int32(word):
+def integer(word):
     return tcl_number(word, int)
 
 
@@ -157,7 +157,7 @@ STATE_RULES = {
     "growth_factor": GROWTH_FACTOR,
     "backoff_factor": BACKOFF_FACTOR,
     "growth_interval": GROWTH_INTERVAL,
-    "_growth_tracker": Rule(int32, "an integer", -INT32_MAX - 1, INT32_MAX),
+    "_growth_tracker": Rule(integer, "an integer", -INT32_MAX - 1, INT32_MAX),
 }
 NOT_A_STATE = ("Invalid scaler state: expected a dict with the keys "
                + ", ".join(STATE_RULES))
