@@ -137,15 +137,19 @@ def test_the_long_files_tests_go_out_one_at_a_time(tmp_path):
     tests = tmp_path / "tests"
     tests.mkdir()
     cases = "".join(f"def test_{n}():\n    pass\n" for n in range(4))
-    for name in ("test_other.py", KEPT_WHOLE[0], LONGEST_FIRST[0]):
+    shared = next(name for name in LONGEST_FIRST if name not in KEPT_WHOLE)
+    for name in ("test_other.py", KEPT_WHOLE[0]):
         (tests / name).write_text(cases)
+    # The kept-whole file goes out first, to one worker; the shared file's
+    # cases take long enough for that worker to come back for some of them.
+    (tests / shared).write_text("import time\n" + cases.replace("pass", "time.sleep(1)"))
     r = pytest_in(tmp_path, ["-p", "gpu_schedule", "-v", "-n", "2", "--dist", "loadfile",
                              "--no-loadscope-reorder", "tests"])
     ran = re.findall(r"\[(gw\d)\] .*PASSED tests/(\S+)::(test_\d)", r.stdout)
     assert len(ran) == 12, r.stdout
     workers = {name: {worker for worker, file, _ in ran if file == name}
-               for name in ("test_other.py", KEPT_WHOLE[0], LONGEST_FIRST[0])}
-    assert workers[LONGEST_FIRST[0]] == {"gw0", "gw1"}
+               for name in ("test_other.py", KEPT_WHOLE[0], shared)}
+    assert workers[shared] == {"gw0", "gw1"}
     assert len(workers[KEPT_WHOLE[0]]) == 1 and len(workers["test_other.py"]) == 1
     for worker in ("gw0", "gw1"):
-        assert [file for w, file, _ in ran if w == worker][0] == LONGEST_FIRST[0]
+        assert [file for w, file, _ in ran if w == worker][0] != "test_other.py"
