@@ -275,6 +275,13 @@ def cuda_available():
                           text=True).stdout.strip() == "True"
 
 
+def gpu():
+    """The GPU the cuda rows ran on, for the machine line."""
+    code = "import torch; print(f'{torch.cuda.get_device_name()}, CUDA {torch.version.cuda}')"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True).stdout.strip() or "a GPU torch did not name"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer rounds and steps")
@@ -299,7 +306,7 @@ def main():
         tables.append(table(device, rounds, steps, m) + "\n\n" + profile_rows(options.tclsh, device))
         print(tables[-1] + "\n", flush=True)
     header = (f"## README's training step, Tcl against pure Python (bench/train_step.py)\n\n"
-              f"{machine(options.tclsh)}.\n\n")
+              f"{machine(options.tclsh)}" + (f"; {gpu()}" if "cuda" in devices else "") + ".\n\n")
     write_section("train_step.py", header + "\n\n".join(tables) + "\n\n" + HOW,
                   Path(options.output))
 
