@@ -1,8 +1,9 @@
 """How gpu-check shares the suite among its workers (tools/gpu_check.py
 runs `pytest -n 8 --dist loadfile --no-loadscope-reorder`), as pytest
 hooks that conftest.py takes in.  The files that take longest go out
-first; those whose tests stand alone go out a test at a time, the rest
-whole, so that no long file ends the run alone on one worker.  A run
+first; those whose tests stand alone go out a test at a time (or a group
+of tests that share one run at a time), the rest whole, so that no long
+file ends the run alone on one worker.  A run
 without xdist (`make test`, the matrix) is not changed."""
 import os
 
@@ -21,6 +22,14 @@ LONGEST_FIRST = ("test_plugin.py", "test_prompt.py", "test_docs.py", "test_start
 # (test_plugin.py's module fixture runs pytest once for several of them):
 # handed out a test at a time, each worker would run it again.
 KEPT_WHOLE = ("test_plugin.py",)
+# Of the others, the files whose tests share a run through a module-level
+# cache, keyed by a part of their parameter ids: the tests of one key go
+# out together, or each worker given one of them would run it again (on
+# the H200, test_docs.py's pages ran 288 s where once each is about 100).
+# test_docs.py runs each page once for all its blocks (ids "page#block");
+# test_exit.py runs each exit case once for its two checks (ids "case").
+SHARED_BY_ID = {"test_docs.py": lambda id: id.split("#", 1)[0],
+                "test_exit.py": lambda id: id}
 
 
 def order_longest_first(items):
@@ -33,10 +42,16 @@ def order_longest_first(items):
 
 def work_unit(nodeid):
     """What a test goes out to a worker with: alone, where it is one of a
-    long file's tests that stand alone; else its whole file."""
+    long file's tests that stand alone; with the tests that share its run,
+    where its file keeps one per key (SHARED_BY_ID); else its whole file."""
     file = nodeid.split("::", 1)[0]
     name = file.rsplit("/", 1)[-1]
-    return nodeid if name in LONGEST_FIRST and name not in KEPT_WHOLE else file
+    if name not in LONGEST_FIRST or name in KEPT_WHOLE:
+        return file
+    key = SHARED_BY_ID.get(name)
+    if key is not None and nodeid.endswith("]") and "[" in nodeid:
+        return f"{file}[{key(nodeid[nodeid.index('[') + 1:-1])}]"
+    return nodeid
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from gpu_schedule import KEPT_WHOLE, LONGEST_FIRST
+from gpu_schedule import KEPT_WHOLE, LONGEST_FIRST, SHARED_BY_ID, work_unit
 
 sys.path.insert(0, str(ROOT / "tools"))
 import gpu_check  # noqa: E402  (a script, found in tools/)
@@ -121,6 +121,7 @@ def test_an_xdist_worker_collects_the_longest_files_first():
                 == [item for item in plain if item.startswith(name + "::")])
 
 
+MODULE_CACHE = re.compile(r"^_\w+ = \{\}$", re.M)
 WIDE_FIXTURE = re.compile(r"""scope=["'](module|class|package|session)|def setup_module|"""
                           r"""def setup_class|def setUpClass""")
 
@@ -132,7 +133,10 @@ def test_the_long_files_tests_go_out_one_at_a_time(tmp_path):
     fixture that outlives a test (each worker would set it up again)."""
     for name in LONGEST_FIRST:
         if name not in KEPT_WHOLE:
-            assert not WIDE_FIXTURE.search((ROOT / "tests" / name).read_text()), name
+            text = (ROOT / "tests" / name).read_text()
+            assert not WIDE_FIXTURE.search(text), name
+            # A module's cache of runs shared by tests: its file says how (SHARED_BY_ID).
+            assert bool(MODULE_CACHE.search(text)) == (name in SHARED_BY_ID), name
     assert all(WIDE_FIXTURE.search((ROOT / "tests" / name).read_text()) for name in KEPT_WHOLE)
     tests = tmp_path / "tests"
     tests.mkdir()
@@ -153,3 +157,24 @@ def test_the_long_files_tests_go_out_one_at_a_time(tmp_path):
     assert len(workers[KEPT_WHOLE[0]]) == 1 and len(workers["test_other.py"]) == 1
     for worker in ("gw0", "gw1"):
         assert [file for w, file, _ in ran if w == worker][0] != "test_other.py"
+
+
+def test_tests_that_share_a_cached_run_go_out_together():
+    """test_docs.py runs a page once for all its blocks, test_exit.py an exit
+    case once for both its checks: under gpu-check each such group is one
+    work unit, so no two workers run the same page or case, and the groups
+    are as many as the pages and cases."""
+    docs = collected(ROOT, ["tests/test_docs.py"])
+    pages = {item.split("[", 1)[1].split("#", 1)[0] for item in docs if "#" in item}
+    units = {work_unit(item) for item in docs if "#" in item}
+    assert len(pages) > 20 and len(units) == len(pages)
+    for item in docs:
+        if "#" in item:
+            page = item.split("[", 1)[1].split("#", 1)[0]
+            assert work_unit(item) == f"tests/test_docs.py[{page}]", item
+    exits = collected(ROOT, ["tests/test_exit.py", "-k", "on_the_stack"])
+    cases = {item.split("[", 1)[1][:-1] for item in exits}
+    assert len(exits) == 2 * len(cases) and len({work_unit(item) for item in exits}) == len(cases)
+    # Tests that share nothing still go out alone.
+    assert work_unit("tests/test_docs.py::test_readme_has_examples") == \
+        "tests/test_docs.py::test_readme_has_examples"
