@@ -438,8 +438,11 @@ def main(argv):
     checkout_index(env)
     sanity(env, log)
     bench_mode = os.environ.get("GPU_CHECK_BENCH")
+    bench_took = ""
     if bench_mode in ("1", "quick", "only"):
+        bench_started = time.monotonic()
         bench(env, out, log, quick=bench_mode == "quick")
+        bench_took = f" (the bench {time.monotonic() - bench_started:.0f}s of them)"
     if bench_mode == "only":
         log(f"gpu-check: the bench alone, in {time.monotonic() - started:.0f}s")
         return 0
@@ -449,7 +452,7 @@ def main(argv):
     passed, failed, skipped, xfailed = map(sum, zip(*(counts(junit) for _, junit in runs)))
     report_memory_diagnostic(diagnostic, log)
     log(f"gpu-check: {passed} passed, {failed} failed, {skipped} skipped, {xfailed} xfailed "
-        f"in {time.monotonic() - started:.0f}s")
+        f"in {time.monotonic() - started:.0f}s{bench_took}")
     return 1 if failed else 0
 
 
