@@ -107,8 +107,12 @@ class Signature:
         object.__setattr__(self, "flag_list", ", ".join(f for p in self.params for f in p.flags))
 
     def unknown(self, flag, word):
+        # A handle's object in a name's place is named as its errorCode
+        # names it (<Tensor>): its repr is no word the call wrote, and a
+        # tensor's runs to many lines.
         return UsageError("UNKNOWN_OPTION",
-                          f"Unknown parameter: {flag}. Valid parameters are: {self.flag_list}",
+                          f"Unknown parameter: {word_of(flag)}. Valid parameters are: "
+                          f"{self.flag_list}",
                           word_of(flag), word_of(word))
 
     def parse(self, args):
