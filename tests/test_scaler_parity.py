@@ -16,6 +16,7 @@ must change nothing that the Python world, which did not make it, did not
 change either."""
 import math
 import random
+import warnings
 
 import pytest
 import torch
@@ -553,6 +554,55 @@ parity_opt = torch.optim.SGD(parity_net.parameters(), lr=0.1)
     # The refusals left the step to update, as a refused number does.
     assert run("torch::grad_scaler_update $s") == as_list(0, "scaler updated", "")
     interp.eval("py release $s; py release $opt; py release $net")
+
+
+def test_a_complex_new_scale_is_checked_by_its_real_part(interp):
+    """torch's update() copies a one-element complex tensor into its float32
+    scale, keeping the real part (with a warning); the command passed every
+    complex tensor to torch unchecked, so torch.tensor(-5+1j) made the scale
+    -5.0 (grad_scaler_update.md: the scale becomes a positive number), a
+    state that grad_scaler_load_state_dict then refuses.  Now the real part
+    follows the number's rule: a positive one is the scale, as in Python,
+    and any other is refused, changing nothing."""
+    interp.eval("""
+        py exec {
+import torch, warnings
+complex_net = torch.nn.Linear(2, 1)
+complex_opt = torch.optim.SGD(complex_net.parameters(), lr=0.1)
+}
+        set s [torch::grad_scaler_new -init_scale 1024 -device cpu]
+        proc complex_iteration {} {
+            [torch::grad_scaler_scale $::s [py eval {complex_net(torch.ones(1, 2)).sum()}]] backward
+            torch::grad_scaler_step $::s [py eval complex_opt]
+        }
+        proc complex_outcome {script} {
+            list [catch {uplevel #0 $script} m o] $m [expr {[dict exists $o -errorcode] ? [dict get $o -errorcode] : {}}]
+        }
+    """)
+    as_list = lambda *words: interp.call("list", *words)
+    python = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    python.scale(torch.ones(()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        python.update(torch.tensor(8 + 3j))
+        interp.eval("complex_iteration")
+        assert interp.eval("complex_outcome {py exec {warnings.simplefilter('ignore')}; "
+                           "torch::grad_scaler_update $s [py eval {torch.tensor(8+3j)}]}") \
+            == as_list(0, "scaler updated", "")
+    assert interp.eval("torch::grad_scaler_get_scale $s") == repr(python.get_scale()) == "8.0"
+    interp.eval("complex_iteration")
+    before = interp.eval("torch::grad_scaler_state_dict $s")
+    for tensor, tail in (("torch.tensor(-5+1j)", POSITIVE), ("torch.tensor(0j)", POSITIVE),
+                         ("torch.tensor(complex('nan+1j'))", POSITIVE),
+                         ("torch.tensor(1e39+0j, dtype=torch.complex128)", AT_MOST),
+                         ("torch.tensor([1e-50+1j], dtype=torch.complex128)", AT_LEAST)):
+        assert interp.eval(f"complex_outcome {{torch::grad_scaler_update $s [py eval {{{tensor}}}]}}") \
+            == as_list(1, f"Invalid new_scale: {tail}",
+                       as_list("TCLAMP", "INVALID_VALUE", "-new_scale", "<Tensor>")), tensor
+        assert interp.eval("torch::grad_scaler_state_dict $s") == before
+    # The refusals left the step to update.
+    assert interp.eval("complex_outcome {torch::grad_scaler_update $s}") == as_list(0, "scaler updated", "")
+    interp.eval("py release $s")
 
 
 def state_after_a_step_loads_back(interp, make_scaler, loss):

@@ -96,20 +96,21 @@ GROWTH_INTERVAL = Rule(positive_int, "a positive integer", most=INT64_MAX)
 
 def new_scale_param():
     """update's new_scale: a number by the SCALE rule, or, as torch takes
-    one, a tensor handle.  A one-element real tensor's value must pass the
-    same rule (it fills the float32 scale as a number does; reading it
-    waits for the device); torch checks the rest (device, size,
-    requires_grad) and says what is wrong in its own words."""
+    one, a tensor handle.  A one-element tensor's value must pass the same
+    rule (it fills the float32 scale as a number does; reading it waits for
+    the device): a complex one's real part, which is all torch's copy into
+    the scale keeps; torch checks the rest (device, size, requires_grad)
+    and says what is wrong in its own words."""
     invalid = "Invalid new_scale:"
     number = SCALE.checked(invalid)
 
     def convert(word):
         if not isinstance(word, torch.Tensor):
             return number(word)
-        if word.numel() != 1 or word.is_complex():
+        if word.numel() != 1:
             return word
         try:
-            value = float(word.detach())
+            value = float(word.detach().real)
         except (RuntimeError, NotImplementedError):     # no value to read (meta)
             return word
         if not value > 0.0:                                 # NaN too
