@@ -44,7 +44,8 @@ TENSOR = Param("tensor", ("-tensor",), convert=handle_of("tensor", torch.Tensor)
 MISSING_HANDLES = "Missing required parameter: {}"
 # What torch can store: the scale lives in a float32 tensor, the growth
 # tracker in an int32 one, and growth_interval goes to C++ as an int64.
-# An infinite growth factor would make the next grown scale inf.
+# An infinite growth factor would never grow the scale (torch keeps the
+# old scale when the grown one is not finite): refused as meaningless.
 # Beyond them torch fails later, or half-way through loading a state; a
 # scale below the smallest positive float32 (a subnormal) is stored as 0,
 # which scales every loss to 0 and never grows again.
