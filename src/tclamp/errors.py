@@ -173,11 +173,16 @@ def describe_error(exc):
         return exc.message, ("TCLAMP", exc.kind, *exc.details), None
     if issubclass(type(exc), TclError):
         frames = user_frames(TRACEBACK(exc), inner=True)
-        head = None
-        if not exc.errorinfo or exc.errorinfo.startswith(exc.result):
-            tail = exc.errorinfo[len(exc.result):]
-        else:
-            head, tail = exc.errorinfo, ""
+        head, tail = None, ""
+        # The result and errorCode are converted as values are (an int, None,
+        # an object: a handle's name), so only a str result can be found at
+        # the start of the errorInfo given; any other errorInfo is its head.
+        info, result = exc.errorinfo, exc.result
+        if info and isinstance(result, str) and isinstance(info, str) \
+                and info.startswith(result):
+            tail = info[len(result):]
+        elif info:
+            head = info
         if frames:
             tail += "\n    (passed through Python)\n" + frames
         return exc.result, exc.errorcode, tail, head
