@@ -189,17 +189,17 @@ def call_with_options(*words):
     target, args = words[i], words[i + 1:]
     interp = tcl.interp
     none_word = _text_option(options, "-nonevalue")
-    types = [_parse_type(interp, t) for t in _tcl_list(interp, _text_option(options, "-types"))]
+    types = [_parse_type(interp, t) for t in _tcl_list(interp, _text_option(options, "-types"), "-types")]
     if len(types) == 1:
         types *= len(args)
     elif types and len(types) != len(args):
         raise UsageError("USAGE", f"-types gives {len(types)} types for {len(args)}"
                          f" argument{'' if len(args) == 1 else 's'}")
-    kw_words = _tcl_list(interp, _text_option(options, "-kwlist"))
+    kw_words = _tcl_list(interp, _text_option(options, "-kwlist"), "-kwlist")
     if len(kw_words) % 2:
         raise UsageError("USAGE", "-kwlist must be a list of name value pairs")
     kw_names = kw_words[0::2]
-    kw_types = _tcl_list(interp, _text_option(options, "-kwtypes"))
+    kw_types = _tcl_list(interp, _text_option(options, "-kwtypes"), "-kwtypes")
     if len(kw_types) % 2:
         raise UsageError("USAGE", "-kwtypes must be a list of name type pairs")
     kw_type_of = {}
@@ -265,18 +265,22 @@ def _text_option(options, name):
     return value
 
 
-def _tcl_list(interp, text):
-    """A Tcl list's words, as str (Tcl's own parsing and its error)."""
+def _tcl_list(interp, text, option):
+    """An option's Tcl list's words, as str (Tcl's own parsing; its error
+    names the option, as a word's names its argument)."""
     try:
         return interp.read_word(text, list)
     except ValueError as error:
-        raise UsageError("INVALID_VALUE", str(error)) from None
+        raise UsageError("INVALID_VALUE", f"{option}: {error}", option) from None
 
 
 def _parse_type(interp, word):
     """A type word: str, int, float, bool, name, or `list ?type?` and
     `dict ?type?` whose items are of that type (str by default)."""
-    parts = _tcl_list(interp, word)
+    try:
+        parts = interp.read_word(word, list)
+    except ValueError:                      # no list: no type word either
+        parts = ()
     if (len(parts) == 1 and parts[0] in TYPE_WORDS
             or len(parts) == 2 and parts[0] in ("list", "dict")):
         item = _parse_type(interp, parts[1]) if len(parts) == 2 else None
