@@ -44,6 +44,10 @@ def py_import(*args):
     if len(args) != 1:
         raise wrong_args("py import module")
     name = args[0]
+    if not isinstance(name, str):
+        # A live handle's name arrives as its object: the module name is
+        # the word's text, as py eval's and py exec's source is.
+        name = _bridge.current().handle_name(name)
     importlib.import_module(name)
     top = name.partition(".")[0]
     _main_namespace()[top] = sys.modules[top]
