@@ -202,6 +202,29 @@ SCRIPTED_HOLDS_RULE = ("tclamp: a TorchScript module (torch.jit.script or torch.
                        " device), or set it on the TorchScript module that is called")
 
 
+SCRIPTED_FROM_RULED = ("tclamp: a TorchScript module (torch.jit.script or torch.jit.trace) was"
+                       " made from a module with an autocast dtype rule, which its compiled code"
+                       " would not apply: remove the rule (torch::autocast_module_dtype module"
+                       " none device), or set it on the TorchScript module that is called")
+
+
+def _made_from_ruled(scripted):
+    """Whether scripted was made from a module that has a rule: torch.jit.script
+    and torch.jit.trace make new module objects, which share the Python
+    model's parameters and buffers, so a rule on the model's module was
+    silently not applied to the TorchScript one.  A ruled module without
+    parameters or buffers (a ReLU) cannot be told by this.  A ruled module
+    that holds scripted (a Python model with a TorchScript part) shares its
+    tensors by holding it, and its rule does apply there: not counted."""
+    ruled = {id(tensor)
+             for ruled_module, _ in rule_table()
+             if not isinstance(ruled_module, torch.jit.ScriptModule)
+             and not any(held is scripted for held in ruled_module.modules())
+             for tensor in (*ruled_module.parameters(), *ruled_module.buffers())}
+    return bool(ruled) and any(id(tensor) in ruled
+                               for tensor in (*scripted.parameters(), *scripted.buffers()))
+
+
 def _ruled_call(module, args, kwargs):
     dtypes = rules.get(module)
     if dtypes is None and not rules and not _traces:
@@ -217,6 +240,8 @@ def _ruled_call(module, args, kwargs):
     if rules and isinstance(module, torch.jit.ScriptModule):
         if any(m in rules for m in module.modules() if m is not module):
             raise RuntimeError(SCRIPTED_HOLDS_RULE)
+        if _made_from_ruled(module):
+            raise RuntimeError(SCRIPTED_FROM_RULED)
     # A copy: the table may change (on any thread) while forward runs.
     active = [(device, dtype) for device, dtype in list(dtypes.items())
               if torch.is_autocast_enabled(device)] if dtypes else []
