@@ -196,6 +196,19 @@ def is_compiled(module):
         or getattr(module, "_compiled_call_impl", None) is not None)
 
 
+def binds_torch_call(module):
+    """Whether module's class (or a base below torch.nn.Module) holds torch's
+    own Module.__call__ (or _call_impl) as its __call__, bound when the
+    class was made (`__call__ = torch.nn.Module.__call__`): calling it never
+    reaches tclamp's wrapper, so a rule on it was silently not applied."""
+    for klass in type(module).__mro__:
+        if "__call__" in vars(klass):
+            found = vars(klass)["__call__"]
+            return klass is not torch.nn.Module and (
+                found is _torch_call or found is vars(torch.nn.Module).get("_call_impl"))
+    return False
+
+
 SCRIPTED_HOLDS_RULE = ("tclamp: a TorchScript module (torch.jit.script or torch.jit.trace) holds"
                        " a module with an autocast dtype rule, which its compiled code would"
                        " not apply: remove the rule (torch::autocast_module_dtype module none"

@@ -25,9 +25,15 @@ COMPILED = ("Invalid module: a torch.compile'd module cannot have a rule;"
             " compiled code would not apply it")
 
 
+BOUND_CALL = ("Invalid module: its class's __call__ is torch's own torch.nn.Module.__call__,"
+              " bound when the class was made, which does not go through the rule")
+
+
 def set_rule(module, dtype, device_type):
     if dtype is not None and module_calls.is_compiled(module):
         raise UsageError("INVALID_VALUE", COMPILED, "-module")
+    if dtype is not None and module_calls.binds_torch_call(module):
+        raise UsageError("INVALID_VALUE", BOUND_CALL, "-module")
     module_calls.set_rule(module, device_type, dtype)
     return "module dtype set" if dtype is not None else "module dtype removed"
 
