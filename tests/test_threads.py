@@ -4,6 +4,8 @@ and `thread::exit` from deep inside Python, in Tcl and in Python threads.
 Every script runs in a process of its own, with a time limit (processes.py),
 so that a crash or a hang is a failed test and never a dead pytest.
 """
+import sys
+
 from processes import CRASH_SIGNS, assert_clean, python, tclsh
 
 
@@ -133,6 +135,44 @@ def test_thread_exit_in_python_threads_of_a_tcl_host(tmp_path):
     assert r.stdout.splitlines() == ["joined [False, False, False, False]",
                                      "['leave', 'leave', 'leave', 'leave']", "end"], r.report
     assert (tmp_path / "data.txt").read_text() == "data"
+
+
+def test_threading_lists_a_tcl_thread_ended_by_thread_exit_and_one_released_until_313(tmp_path):
+    """docs/hosts.md, thread::exit under Python: a Tcl thread that Python
+    code asked `threading` about is in threading.enumerate(); ended by
+    thread::exit under Python it stays there, alive.  One ended by
+    thread::release leaves the list only from Python 3.13 on (threading
+    drops a thread it did not start when its thread state goes); before,
+    Python keeps it, as it keeps any thread it did not start.  Both
+    threads live until both are ended, so neither can take the other's
+    id.  The page said the released one always leaves the list."""
+    r = tclsh(tmp_path, """\
+        package require Thread
+        package require tclamp
+        py exec {import threading}
+        set init [list apply {{path} {
+            set ::auto_path $path; package require tclamp
+            py exec {import threading; me = threading.current_thread()}
+            thread::wait
+        }} $auto_path]
+        set exited [thread::create -joinable $init]
+        set released [thread::create -joinable $init]
+        set ids {}
+        foreach t [list $exited $released] {
+            lappend ids [thread::send $t {py eval {threading.get_ident()}}]
+        }
+        py exec "ids = \\[[join $ids ,]\\]"
+        puts [py eval {[i in {t.ident for t in threading.enumerate()} for i in ids]}]
+        catch {thread::send $exited {py exec {__import__('tclamp').tcl.eval('thread::exit')}}}
+        thread::join $exited
+        thread::release $released
+        thread::join $released
+        puts [py eval {[i in {t.ident for t in threading.enumerate()} for i in ids]}]
+        puts [py eval {[t.is_alive() for t in threading.enumerate() if t.ident == ids[0]]}]
+    """)
+    assert_clean(r)
+    released_listed = "1" if sys.version_info < (3, 13) else "0"
+    assert r.stdout.splitlines() == ["1 1", f"1 {released_listed}", "1"], r.report
 
 
 def test_thread_exit_in_python_threads_of_a_python_host(tmp_path):
