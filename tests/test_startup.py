@@ -75,6 +75,19 @@ def test_tclamp_python_selects_environment(tclsh):
 
 
 @pytest.mark.parametrize("route", ["TCLAMP_PYTHON", "::tclamp::python"])
+def test_an_empty_choice_of_python_falls_back_to_the_index(tclsh, route):
+    """docs/install.md, which Python starts: an empty TCLAMP_PYTHON, or an
+    empty ::tclamp::python, names none, and the index's Python starts.  An
+    empty ::tclamp::python was taken as the choice: `no Python environment
+    found: set TCLAMP_PYTHON ...`, with the checkout's environment there."""
+    setting = "namespace eval ::tclamp {set python {}}\n" if route == "::tclamp::python" else ""
+    r = tclsh(setting + "package require tclamp\npy import sys\nputs [py eval sys.prefix]\n"
+              "puts $::tclamp::python\n",
+              **({"TCLAMP_PYTHON": ""} if route == "TCLAMP_PYTHON" else {}))
+    assert r.stdout.splitlines() == [sys.prefix, sys.executable], r.stderr
+
+
+@pytest.mark.parametrize("route", ["TCLAMP_PYTHON", "::tclamp::python"])
 def test_a_python_named_without_a_slash_is_found_on_path(tclsh, route):
     """`TCLAMP_PYTHON=python3` starts the python3 a shell would: the first
     on PATH (not one in the current directory)."""

@@ -24,7 +24,9 @@ if {$loader eq "" || ![llength $bridges]} {
         build it with that Tcl's headers (make setup TCLSH=[info nameofexecutable])"
 }
 
-if {![info exists ::tclamp::python]} {
+# An empty ::tclamp::python names no Python, as an empty TCLAMP_PYTHON does:
+# the index's Python is taken then.
+if {![info exists ::tclamp::python] || $::tclamp::python eq ""} {
     set parent [file dirname [file normalize $dir]]
     set lib [file dirname $parent]
     if {$python eq "" && [file tail $parent] eq "src"} {
@@ -51,7 +53,7 @@ if {![info exists ::tclamp::python]} {
 }
 if {[info exists ::env(TCLAMP_PYTHON)] && $::env(TCLAMP_PYTHON) ne ""} {
     set python $::env(TCLAMP_PYTHON)
-} elseif {[info exists ::tclamp::python]} {
+} elseif {[info exists ::tclamp::python] && $::tclamp::python ne ""} {
     set python $::tclamp::python
 } else {
     set python ""   ;# the bridge says how to name one, if it must start Python
