@@ -56,6 +56,45 @@ def test_concurrent_first_load_is_clean_every_time(tmp_path):
     assert not failures, f"{len(failures)} of {len(runs)} runs failed:\n" + "\n".join(failures)
 
 
+def test_two_threads_in_blocks_of_different_dtypes_without_the_cache_never_meet(tmp_path):
+    """docs/hosts.md, threads: torch's cast cache is one for the process, so
+    two threads in blocks of different dtypes at once can meet each other's
+    casts (a dtype mismatch, some runs only); with -cache_enabled 0 they
+    never do, however the threads interleave."""
+    r = tclsh(tmp_path, """\
+        package require tclamp
+        package require Thread
+        py exec {import torch; shared = torch.nn.Linear(32, 32); x = torch.randn(4, 32)}
+        set work {
+            proc run {dtype n} {
+                set seen {}
+                for {set i 0} {$i < $n} {incr i} {
+                    lappend seen [torch::autocast -device_type cpu -dtype $dtype -cache_enabled 0 {
+                        py eval {str(__import__('__main__').shared(__import__('__main__').x).dtype)}
+                    }]
+                }
+                lsort -unique $seen
+            }
+        }
+        set threads {}
+        foreach dtype {float16 bfloat16} {
+            set t [thread::create -joinable]
+            thread::send $t [list set ::auto_path $::auto_path]
+            thread::send $t {package require tclamp}
+            thread::send $t $work
+            thread::send -async $t [list run $dtype 500] ::result($dtype)
+            lappend threads $t
+        }
+        foreach dtype {float16 bfloat16} {
+            if {![info exists ::result($dtype)]} { vwait ::result($dtype) }
+            puts $::result($dtype)
+        }
+        foreach t $threads { thread::release $t; thread::join $t }
+    """)
+    assert_clean(r)
+    assert r.stdout.splitlines() == ["torch.float16", "torch.bfloat16"], r.report
+
+
 # --- thread::exit under Python --------------------------------------------
 
 def test_thread_exit_four_levels_deep_leaves_frames_usable(tmp_path):
