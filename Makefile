@@ -189,12 +189,18 @@ install-tcl: system-packages
 
 # Removes the index (with the directories install-tcl made for it), and the
 # environment if install-tcl made it (else only tclamp from it).  The directories
-# are quoted: a space in one must not make rm -rf remove two.
+# are quoted: a space in one must not make rm -rf remove two.  TCL_PKG_DIR
+# loses only tclamp's index, and goes only when that leaves it empty: it may
+# hold more (other packages, a user's files), which rm -rf removed with it.
 uninstall-tcl:
 	@$(install_dirs_named)
 	if [ -x '$(INSTALL_VENV)'/bin/tclamp ] && [ -f '$(TCL_PKG_DIR)'/pkgIndex.tcl ]; then \
 	    '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl '$(TCL_PKG_DIR)'; fi
-	rm -rf '$(TCL_PKG_DIR)'
+	if [ -f '$(TCL_PKG_DIR)'/pkgIndex.tcl ] && head -n 1 '$(TCL_PKG_DIR)'/pkgIndex.tcl | \
+	    grep -q '^# tclamp .*written by `tclamp install-tcl`'; then \
+	    rm -f '$(TCL_PKG_DIR)'/pkgIndex.tcl; fi
+	if [ -d '$(TCL_PKG_DIR)' ]; then rmdir '$(TCL_PKG_DIR)' 2>/dev/null || \
+	    echo "make uninstall-tcl: $(TCL_PKG_DIR) holds more than tclamp's index: left there"; fi
 	if [ -f '$(INSTALL_VENV)'/.made-by-tclamp ]; then rm -rf '$(INSTALL_VENV)'; \
 	elif [ -x '$(INSTALL_VENV)'/bin/python ]; then \
 	    '$(INSTALL_VENV)'/bin/python -m pip uninstall -y -q tclamp; fi

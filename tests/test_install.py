@@ -205,10 +205,43 @@ def test_uninstall_tcl_removes_an_environment_install_tcl_made(tmp_path):
     (made / ".made-by-tclamp").touch()
     target = tmp_path / "tcltk" / "tclamp"
     target.mkdir(parents=True)
-    (target / "pkgIndex.tcl").touch()
+    (target / "pkgIndex.tcl").write_text(INSTALLED_INDEX_START)
     subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={made}",
                     f"TCL_PKG_DIR={target}"], check=True, capture_output=True)
     assert os.listdir(tmp_path) == ["tcltk"] and os.listdir(tmp_path / "tcltk") == []
+
+
+# The first line of an index that `tclamp install-tcl` wrote.
+INSTALLED_INDEX_START = f"# tclamp {VERSION}: written by `tclamp install-tcl` for any tclsh\n"
+
+
+@needs_make
+def test_make_uninstall_tcl_removes_only_tclamps_index_from_a_directory_that_holds_more(tmp_path):
+    """docs/install.md: make uninstall-tcl removes what make install-tcl
+    put there.  A TCL_PKG_DIR that holds more (another package, a user's
+    file) loses tclamp's index alone and stays, with a word saying so, and
+    one whose index is not tclamp's keeps it: `rm -rf $(TCL_PKG_DIR)`
+    removed all of it, whoever's it was, once the environment was gone."""
+    gone = tmp_path / "environment that is gone"
+    mine = tmp_path / "my tcl"
+    (mine / "otherpkg").mkdir(parents=True)
+    (mine / "otherpkg" / "pkgIndex.tcl").write_text("package ifneeded otherpkg 1.0 {}\n")
+    (mine / "notes.txt").write_text("mine\n")
+    (mine / "pkgIndex.tcl").write_text(INSTALLED_INDEX_START)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "pkgIndex.tcl").write_text("package ifneeded theirs 1.0 {}\n")
+    said = []
+    for target in (mine, theirs):
+        r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={gone}",
+                            f"TCL_PKG_DIR={target}"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        said.append(r.stdout)
+    assert sorted(os.listdir(mine)) == ["notes.txt", "otherpkg"]
+    assert (mine / "otherpkg" / "pkgIndex.tcl").is_file()
+    assert (theirs / "pkgIndex.tcl").read_text() == "package ifneeded theirs 1.0 {}\n"
+    assert said == [f"make uninstall-tcl: {target} holds more than tclamp's index: left there\n"
+                    for target in (mine, theirs)]
 
 
 @needs_make
