@@ -44,7 +44,19 @@ tcl_has = echo 'exit [catch {package require $(1)}]' | $(2) >/dev/null 2>&1
 # Debian 13 names 9.0's Thread tcl9.0-thread; sid has one tcl-thread
 # for both Tcls.  The recipe asks apt (once its lists are fresh) which it has.
 THREAD_DEB = $(if $(filter 8.6,$(TCL_VERSION)),tcl-thread,tcl$(TCL_VERSION)-thread)
+# Debian's own Python makes no venv without python3.X-venv (ensurepip) and
+# builds no bridge without python3.X-dev (Python.h, and the libpython the
+# loader opens); neither comes with python3.  A fresh machine with no
+# python3 at all gets Debian's, with both.
+PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+python_lacks = ! $(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not ($(1)))' 2>/dev/null
+PYTHON_DEBS = $(if $(PYTHON_VERSION),\
+    $(if $(wildcard $(PY)),,$(shell $(call python_lacks,__import__("importlib.util").util.find_spec("ensurepip")) && echo python$(PYTHON_VERSION)-venv)) \
+    $(shell $(call python_lacks,os.path.exists(os.path.join(sysconfig.get_paths()["include"]$(comma) "Python.h"))) && echo python$(PYTHON_VERSION)-dev),\
+    $(if $(filter python3,$(PYTHON)),python3 python3-venv python3-dev))
+comma := ,
 MISSING_DEBS = $(strip \
+    $(PYTHON_DEBS) \
     $(if $(TCL_CONFIG),,tcl$(TCL_VERSION) tcl$(TCL_VERSION)-dev) \
     $(shell $(call tcl_has,Thread,$(TCLSH)) || echo $(THREAD_DEB)) \
     $(shell command -v $(WISH) >/dev/null || echo tk$(TCL_VERSION)) \

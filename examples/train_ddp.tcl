@@ -4,7 +4,7 @@
 # pass runs in a scoped autocast block.  float16 steps go through a
 # GradScaler; rank 0 logs.
 #
-#   TCLLIBPATH=$PWD/tcl torchrun --no-python --nproc-per-node 2 \
+#   TCLLIBPATH=$PWD/tcl .venv/bin/torchrun --no-python --nproc-per-node 2 \
 #       tclsh examples/train_ddp.tcl ?-epochs n? ?-dtype float16|bfloat16? ?-dump dir?
 #
 # torchrun passes its environment on, so each tclsh finds tclamp the way
@@ -13,11 +13,17 @@
 package require tclamp
 
 set options {-epochs 8 -dtype {} -dump {}}
+if {[llength $argv] % 2} {
+    error "option \"[lindex $argv end]\" needs a value"
+}
 foreach {name value} $argv {
     if {![dict exists $options $name]} {
         error "unknown option \"$name\": use -epochs, -dtype or -dump"
     }
     dict set options $name $value
+}
+if {![string is entier -strict [dict get $options -epochs]] || [dict get $options -epochs] < 1} {
+    error "-epochs needs a whole number of epochs, 1 or more: got \"[dict get $options -epochs]\""
 }
 
 py exec {

@@ -104,3 +104,77 @@ def test_every_command_has_a_page():
     from tclamp.commands import all_commands
     names = {c.name for c in all_commands()} | {"py"}
     assert names <= {p.stem for p in PAGES}
+
+
+README_ROW = re.compile(r"^\| \[torch::(\w+)\]\(docs/\w+\.md\)(?: `([^`]*)`)? \| ?(\w*) ?\|", re.M)
+
+
+def test_readme_command_table_lists_every_command_and_its_alias(tmp_path):
+    """The README's table of commands names every torch:: command and its
+    camelCase alias, each a real command; and the commands its opening list
+    says take no positional form (the two that run a script) are exactly
+    the rows whose syntax has only options before a script."""
+    rows = README_ROW.findall(README.read_text())
+    listed = {name for name, _, _ in rows} | {alias for _, _, alias in rows if alias}
+    r = run_tclsh("package require tclamp\n"
+                  "puts [lmap c [info commands ::torch::*] {namespace tail $c}]\n", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert listed == set(r.stdout.split())
+    for name, _, alias in rows:         # snake_case and its camelCase spelling
+        assert alias == "" and name == "autocast" or \
+            alias == re.sub(r"_(\w)", lambda m: m[1].upper(), name), name
+    script_only = {name for name, syntax, _ in rows
+                   if re.fullmatch(r"(\?-?\w+[^?]*\? )*(body|script)", syntax)}
+    assert script_only == {"autocast", "autocast_trace"}
+    opening = " ".join(README.read_text().split("## Two commands")[0].split())
+    assert ("each but the two that run a script (`torch::autocast` and "
+            "`torch::autocast_trace`, options then the script) takes positional or "
+            "`-name value` arguments") in opening
+
+
+def test_readme_claims_a_cpu_build_of_torch_only_where_make_asks_for_one():
+    """`make setup` installs TORCH_SPEC with pip's own index: on a fresh
+    Debian machine with PyPI that is torch's CUDA build, so the README may
+    not promise the CPU build unless the Makefile chooses an index."""
+    makefile = (ROOT / "Makefile").read_text()
+    spec = re.search(r"^TORCH_SPEC \?= torch==(\S+)$", makefile, re.M)[1]
+    setup = " ".join(README.read_text().split("## Two commands")[1]
+                     .split("## Using it")[0].split())
+    assert f"installs torch {spec}" in setup
+    if not re.search(r"index-url|INDEX_URL|find-links|FIND_LINKS", makefile):
+        assert "(CPU build)" not in setup
+        assert "pip takes the torch build its index offers" in setup
+
+
+def test_readme_counts_the_bridge_s_c_files_as_layout_lists_them():
+    """The README's count of the bridge's C files and headers is the
+    checkout's, and its Layout names each of them."""
+    text = README.read_text()
+    sources = sorted(p.name for p in (ROOT / "src" / "tclamp").glob("*.c"))
+    headers = sorted(p.name for p in (ROOT / "src" / "tclamp").glob("*.h"))
+    words = {6: "six", 3: "three"}
+    opening = " ".join(text.split("**Runs on**")[0].split())
+    assert (f"({words.get(len(sources))} C files and {words.get(len(headers))} headers, "
+            "listed under [Layout](#layout))") in opening
+    layout = text.split("## Layout")[1]
+    assert all(name in layout for name in sources + headers)
+
+
+def test_readme_tclsh_transcripts_show_what_tclsh_answers(tmp_path):
+    """The README's `% command` / answer transcripts (in ```sh blocks, which
+    the Tcl checks above do not run) are what a fresh tclsh answers, the
+    version from `package require tclamp` included."""
+    transcripts = [block for block in code_blocks(README, "sh") if "\n% " in "\n" + block]
+    assert transcripts
+    answered = []
+    for block in transcripts:
+        lines = [line for line in block.splitlines() if line and not line.startswith("TCLLIBPATH=")]
+        pairs = [(lines[i][2:], lines[i + 1]) for i in range(0, len(lines), 2)]
+        assert all(line.startswith("% ") for line in lines[::2]), block
+        script = "".join(f"puts [{command}]\n" for command, _ in pairs)
+        r = run_tclsh(script, tmp_path)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert r.stdout.splitlines() == [answer for _, answer in pairs]
+        answered += pairs
+    version = (ROOT / "src" / "tclamp" / "VERSION").read_text().strip()
+    assert ("package require tclamp", version) in answered

@@ -1,7 +1,11 @@
 """The example scripts a user runs (make demo runs the first)."""
 import re
+import shutil
+import subprocess
 
-from conftest import ROOT, run_tclsh
+import pytest
+
+from conftest import ROOT, TCLSH, run_tclsh, tcl_env
 
 ROW = re.compile(r"^(\d+)\s+(\w+)\s+([\d.]+)\s+([\d.]+)$")
 
@@ -40,3 +44,30 @@ def test_inference_example(tmp_path):
     assert float(lines[2].split()[-1]) < 0.05
     assert lines[3] == "autocast still on after the block: 0"
     assert lines[4:] == ["handles left: 0"]
+
+
+def test_each_example_s_run_line_names_programs_a_checkout_has():
+    """The command in each example's header runs as written from a checkout
+    after `make setup`, with no environment activated: its programs are
+    tclsh or the ones in .venv/bin (torchrun is not on PATH)."""
+    for example in sorted((ROOT / "examples").glob("*.tcl")):
+        header = example.read_text().split("package require")[0]
+        runs = re.findall(r"^#   TCLLIBPATH=\S+ (\S+)", header, re.M)
+        for program in runs:
+            assert program == "tclsh" or program.startswith(".venv/bin/"), (example.name, program)
+
+
+@pytest.mark.parametrize("args,error", [
+    (["-epochs"], 'option "-epochs" needs a value'),
+    (["-epochs", "2", "-dtype"], 'option "-dtype" needs a value'),
+    (["-epochs", "two"], '-epochs needs a whole number of epochs, 1 or more: got "two"'),
+    (["-epochs", "0"], '-epochs needs a whole number of epochs, 1 or more: got "0"'),
+])
+def test_ddp_example_refuses_an_option_without_a_value_before_it_starts(args, error, tmp_path):
+    """`-epochs` with no value trained for no epoch at all and ended as if
+    it had trained; the check comes before torch.distributed, so it needs
+    no torchrun."""
+    r = subprocess.run([shutil.which(TCLSH) or TCLSH, str(ROOT / "examples" / "train_ddp.tcl"), *args],
+                       capture_output=True, text=True, cwd=tmp_path, env=tcl_env(), timeout=300)
+    assert r.returncode != 0 and r.stderr.startswith(error + "\n"), r.stderr
+    assert "torch.distributed" not in r.stderr and r.stdout == ""

@@ -3,6 +3,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 
 from conftest import ROOT, TCL_VERSION, TCLSH, WISH, needs_make, needs_setup
 
@@ -90,3 +91,22 @@ def test_setup_installs_tcl9_thread_by_its_own_name_where_debian_has_it(tmp_path
 def test_setup_installs_tcl_thread_where_it_serves_both_tcls(tmp_path):
     # sid: no tcl9.0-thread, one tcl-thread for 8.6 and 9.0
     assert thread_package_installed(tmp_path, ["tcl-thread"]) == "tcl-thread\n"
+
+
+def test_setup_installs_debian_s_venv_and_headers_for_a_python_without_them(tmp_path):
+    """Debian's python3 has no ensurepip (python3.X-venv) and no Python.h
+    (python3.X-dev) until they are installed: a fresh machine's set-up
+    failed at `python3 -m venv`, and without a venv at the bridge's build."""
+    needs_the_rest_set_up()
+    python = tmp_path / "python3"
+    python.write_text('#!/bin/sh\ncase "$*" in *ensurepip*|*Python.h*) exit 1;; esac\n'
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    version = "{}.{}".format(*sys.version_info[:2])
+    env = dict(os.environ, PATH=f"{fake_apt(tmp_path, [])}:{os.environ['PATH']}")
+    make = ["make", "-s", "system-packages", f"PYTHON={python}", f"WISH={WISH}"]
+    subprocess.run(make + [f"VENV={tmp_path / 'new-venv'}"], cwd=ROOT, capture_output=True, env=env)
+    assert (tmp_path / "installed.txt").read_text() == f"python{version}-venv python{version}-dev\n"
+    # where the environment is made already, only the headers are missing
+    subprocess.run(make, cwd=ROOT, capture_output=True, env=env)
+    assert (tmp_path / "installed.txt").read_text() == f"python{version}-dev\n"
