@@ -3,8 +3,8 @@ runs `pytest -n 8 --dist loadfile --no-loadscope-reorder`), as pytest
 hooks that conftest.py takes in.  The files that take longest go out
 first; those whose tests stand alone go out a test at a time (or a group
 of tests that share one run at a time), the rest whole, so that no long
-file ends the run alone on one worker.  A run
-without xdist (`make test`, the matrix) is not changed."""
+file ends the run alone on one worker.  A run without xdist (`make test`,
+the matrix) is not changed."""
 import os
 
 import pytest
