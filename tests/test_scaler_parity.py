@@ -493,12 +493,11 @@ def test_random_sequences_match_torch(interp, seed):
     assert interp.handle_count == baseline, "handles left behind"
 
 
-def test_update_takes_a_tensor_new_scale_as_torch_does(interp):
-    """torch's update() takes new_scale as a float or a one-element tensor;
-    the command refused every tensor handle with "must be a positive
-    number" (even torch.tensor(8.0)).  Now a tensor's value is the scale, a
-    one-element tensor's value follows the number's rule, and torch reports
-    the rest; a refused one changes nothing."""
+def new_scale_world(interp):
+    """For the new_scale tests: a cpu scaler $s at 1024 on a Linear's SGD
+    ($net, $opt), `iteration` (a scaled backward and a step) and `outcome`
+    (a script's catch code, result and errorCode).  Returns run(script),
+    the outcome of a script, and as_list(*words), a Tcl list."""
     interp.eval("""
         py exec {
 import torch
@@ -516,8 +515,31 @@ parity_opt = torch.optim.SGD(parity_net.parameters(), lr=0.1)
             list [catch {uplevel #0 $script} m o] $m [expr {[dict exists $o -errorcode] ? [dict get $o -errorcode] : {}}]
         }
     """)
-    run = lambda script: interp.eval(f"outcome {{{script}}}")
-    as_list = lambda *words: interp.call("list", *words)
+    return (lambda script: interp.eval(f"outcome {{{script}}}"),
+            lambda *words: interp.call("list", *words))
+
+
+def assert_refused_changing_nothing(interp, run, as_list, update, cases):
+    """Each (tensor expression, message tail) of cases, given as new_scale
+    by update (a command with {} for the tensor's handle), is refused with
+    "Invalid new_scale: tail" and leaves the scaler's state as it was; the
+    step is then still to be updated, as after a refused number."""
+    before = interp.eval("torch::grad_scaler_state_dict $s")
+    for tensor, tail in cases:
+        assert run(update.format(f"[py eval {{{tensor}}}]")) == as_list(
+            1, f"Invalid new_scale: {tail}",
+            as_list("TCLAMP", "INVALID_VALUE", "-new_scale", "<Tensor>")), tensor
+        assert interp.eval("torch::grad_scaler_state_dict $s") == before
+    assert run("torch::grad_scaler_update $s") == as_list(0, "scaler updated", "")
+
+
+def test_update_takes_a_tensor_new_scale_as_torch_does(interp):
+    """torch's update() takes new_scale as a float or a one-element tensor;
+    the command refused every tensor handle with "must be a positive
+    number" (even torch.tensor(8.0)).  Now a tensor's value is the scale, a
+    one-element tensor's value follows the number's rule, and torch reports
+    the rest; a refused one changes nothing."""
+    run, as_list = new_scale_world(interp)
     interp.eval("iteration")
     interp.eval("py exec {parity_t = torch.tensor(8.0)}")
     assert run("torch::grad_scaler_update $s [py eval parity_t]") == as_list(0, "scaler updated", "")
@@ -542,17 +564,12 @@ parity_opt = torch.optim.SGD(parity_net.parameters(), lr=0.1)
         as_list("PYTHON", "RuntimeError", "output with shape [] doesn't match the broadcast shape [1]"))
     interp.eval("torch::grad_scaler_update $s 32")
     interp.eval("iteration")
-    before = interp.eval("torch::grad_scaler_state_dict $s")
-    for tensor, tail in (("torch.tensor(0.0)", POSITIVE), ("torch.tensor(-2)", POSITIVE),
-                         ("torch.tensor(float('nan'))", POSITIVE),
-                         ("torch.tensor(1e39, dtype=torch.float64)", AT_MOST),
-                         ("torch.tensor(1e-50, dtype=torch.float64)", AT_LEAST)):
-        assert run(f"torch::grad_scaler_update -new_scale [py eval {{{tensor}}}] -scaler $s") == as_list(
-            1, f"Invalid new_scale: {tail}",
-            as_list("TCLAMP", "INVALID_VALUE", "-new_scale", "<Tensor>")), tensor
-        assert interp.eval("torch::grad_scaler_state_dict $s") == before
-    # The refusals left the step to update, as a refused number does.
-    assert run("torch::grad_scaler_update $s") == as_list(0, "scaler updated", "")
+    assert_refused_changing_nothing(
+        interp, run, as_list, "torch::grad_scaler_update -new_scale {} -scaler $s",
+        (("torch.tensor(0.0)", POSITIVE), ("torch.tensor(-2)", POSITIVE),
+         ("torch.tensor(float('nan'))", POSITIVE),
+         ("torch.tensor(1e39, dtype=torch.float64)", AT_MOST),
+         ("torch.tensor(1e-50, dtype=torch.float64)", AT_LEAST)))
     interp.eval("py release $s; py release $opt; py release $net")
 
 
@@ -564,45 +581,26 @@ def test_a_complex_new_scale_is_checked_by_its_real_part(interp):
     state that grad_scaler_load_state_dict then refuses.  Now the real part
     follows the number's rule: a positive one is the scale, as in Python,
     and any other is refused, changing nothing."""
-    interp.eval("""
-        py exec {
-import torch, warnings
-complex_net = torch.nn.Linear(2, 1)
-complex_opt = torch.optim.SGD(complex_net.parameters(), lr=0.1)
-}
-        set s [torch::grad_scaler_new -init_scale 1024 -device cpu]
-        proc complex_iteration {} {
-            [torch::grad_scaler_scale $::s [py eval {complex_net(torch.ones(1, 2)).sum()}]] backward
-            torch::grad_scaler_step $::s [py eval complex_opt]
-        }
-        proc complex_outcome {script} {
-            list [catch {uplevel #0 $script} m o] $m [expr {[dict exists $o -errorcode] ? [dict get $o -errorcode] : {}}]
-        }
-    """)
-    as_list = lambda *words: interp.call("list", *words)
+    run, as_list = new_scale_world(interp)
+    interp.eval("py exec {import warnings}")
     python = torch.amp.GradScaler("cpu", init_scale=1024.0)
     python.scale(torch.ones(()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         python.update(torch.tensor(8 + 3j))
-        interp.eval("complex_iteration")
-        assert interp.eval("complex_outcome {py exec {warnings.simplefilter('ignore')}; "
-                           "torch::grad_scaler_update $s [py eval {torch.tensor(8+3j)}]}") \
+        interp.eval("iteration")
+        assert run("py exec {warnings.simplefilter('ignore')}; "
+                   "torch::grad_scaler_update $s [py eval {torch.tensor(8+3j)}]") \
             == as_list(0, "scaler updated", "")
     assert interp.eval("torch::grad_scaler_get_scale $s") == repr(python.get_scale()) == "8.0"
-    interp.eval("complex_iteration")
-    before = interp.eval("torch::grad_scaler_state_dict $s")
-    for tensor, tail in (("torch.tensor(-5+1j)", POSITIVE), ("torch.tensor(0j)", POSITIVE),
-                         ("torch.tensor(complex('nan+1j'))", POSITIVE),
-                         ("torch.tensor(1e39+0j, dtype=torch.complex128)", AT_MOST),
-                         ("torch.tensor([1e-50+1j], dtype=torch.complex128)", AT_LEAST)):
-        assert interp.eval(f"complex_outcome {{torch::grad_scaler_update $s [py eval {{{tensor}}}]}}") \
-            == as_list(1, f"Invalid new_scale: {tail}",
-                       as_list("TCLAMP", "INVALID_VALUE", "-new_scale", "<Tensor>")), tensor
-        assert interp.eval("torch::grad_scaler_state_dict $s") == before
-    # The refusals left the step to update.
-    assert interp.eval("complex_outcome {torch::grad_scaler_update $s}") == as_list(0, "scaler updated", "")
-    interp.eval("py release $s")
+    interp.eval("iteration")
+    assert_refused_changing_nothing(
+        interp, run, as_list, "torch::grad_scaler_update $s {}",
+        (("torch.tensor(-5+1j)", POSITIVE), ("torch.tensor(0j)", POSITIVE),
+         ("torch.tensor(complex('nan+1j'))", POSITIVE),
+         ("torch.tensor(1e39+0j, dtype=torch.complex128)", AT_MOST),
+         ("torch.tensor([1e-50+1j], dtype=torch.complex128)", AT_LEAST)))
+    interp.eval("py release $s; py release $opt; py release $net")
 
 
 def state_after_a_step_loads_back(interp, make_scaler, loss):
