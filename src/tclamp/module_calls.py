@@ -209,16 +209,14 @@ def binds_torch_call(module):
     return False
 
 
-SCRIPTED_HOLDS_RULE = ("tclamp: a TorchScript module (torch.jit.script or torch.jit.trace) holds"
-                       " a module with an autocast dtype rule, which its compiled code would"
-                       " not apply: remove the rule (torch::autocast_module_dtype module none"
-                       " device), or set it on the TorchScript module that is called")
-
-
-SCRIPTED_FROM_RULED = ("tclamp: a TorchScript module (torch.jit.script or torch.jit.trace) was"
-                       " made from a module with an autocast dtype rule, which its compiled code"
-                       " would not apply: remove the rule (torch::autocast_module_dtype module"
-                       " none device), or set it on the TorchScript module that is called")
+# What a TorchScript module's compiled code would not apply, after what it
+# has to do with the ruled module.
+_SCRIPTED = "tclamp: a TorchScript module (torch.jit.script or torch.jit.trace) "
+_RULE_NOT_APPLIED = (" a module with an autocast dtype rule, which its compiled code would not"
+                     " apply: remove the rule (torch::autocast_module_dtype module none device),"
+                     " or set it on the TorchScript module that is called")
+SCRIPTED_HOLDS_RULE = _SCRIPTED + "holds" + _RULE_NOT_APPLIED
+SCRIPTED_FROM_RULED = _SCRIPTED + "was made from" + _RULE_NOT_APPLIED
 
 
 def _made_from_ruled(scripted):
