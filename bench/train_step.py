@@ -269,17 +269,21 @@ def profile_rows(tclsh, device, steps=500, rows=12):
             + "\n".join(lines[start:start + 1 + rows]) + "\n```")
 
 
+def torch_says(expression):
+    """What this Python's torch answers, printed, in a process of its own
+    (the bench's own process imports no torch)."""
+    return subprocess.run([sys.executable, "-c", f"import torch; print({expression})"],
+                          capture_output=True, text=True).stdout.strip()
+
+
 def cuda_available():
-    code = "import torch; print(torch.cuda.is_available())"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True).stdout.strip() == "True"
+    return torch_says("torch.cuda.is_available()") == "True"
 
 
 def gpu():
     """The GPU the cuda rows ran on, for the machine line."""
-    code = "import torch; print(f'{torch.cuda.get_device_name()}, CUDA {torch.version.cuda}')"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True).stdout.strip() or "a GPU torch did not name"
+    return (torch_says("f'{torch.cuda.get_device_name()}, CUDA {torch.version.cuda}'")
+            or "a GPU torch did not name")
 
 
 def main():
