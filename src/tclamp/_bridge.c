@@ -2459,6 +2459,10 @@ python_command(ClientData cd, Tcl_Interp *interp, int objc, Tcl_Obj *const objv[
     int keyc = cmd->script && objc >= 2 ? objc - 1 : objc;
     int memo_usable = cmd->planned && (!cmd->script || objc >= 2)
         && atomic_load_explicit(&memo_on, memory_order_relaxed);
+    /* A script that may be an option's name (`torch::autocast -dtype`)
+       goes to the parser, which refuses it whatever the options were. */
+    if (memo_usable && cmd->script && Tcl_GetString(objv[objc - 1])[0] == '-')
+        memo_usable = 0;
     if (memo_usable && atomic_load(&aten_on) && python_usable()) {
         for (int i = 0; i < MEMO_SLOTS; i++) {
             Memo *m = &cmd->memo[i];

@@ -195,7 +195,10 @@ class BodySignature:
     options: Signature
 
     def parse(self, args):
-        if not args:
+        # No script, or an option's name in the script's place
+        # (`torch::autocast -dtype`), which as a script would fail as an
+        # unknown command named after the option.
+        if not args or str(args[-1]) in self.options.by_flag:
             raise UsageError("USAGE", self.options.usage)
         options = args[:-1]
         if options and not is_flag(options[0]):
