@@ -220,20 +220,29 @@ SCRIPTED_FROM_RULED = _SCRIPTED + "was made from" + _RULE_NOT_APPLIED
 
 
 def _made_from_ruled(scripted):
-    """Whether scripted was made from a module that has a rule: torch.jit.script
-    and torch.jit.trace make new module objects, which share the Python
-    model's parameters and buffers, so a rule on the model's module was
-    silently not applied to the TorchScript one.  A ruled module without
+    """Whether scripted was made from a module that has a rule (or from one
+    that holds it): torch.jit.script and torch.jit.trace make new module
+    objects, which share the Python model's parameters and buffers, so a
+    rule on the model's module was silently not applied to the TorchScript
+    one.  Every parameter and buffer of the ruled module must be among
+    scripted's: one made from a module inside the ruled one (its fc) shares
+    only some, and that module called from Python runs without the rule
+    too; so does one that only shares a tied weight.  A ruled module without
     parameters or buffers (a ReLU) cannot be told by this.  A ruled module
     that holds scripted (a Python model with a TorchScript part) shares its
     tensors by holding it, and its rule does apply there: not counted."""
-    ruled = {id(tensor)
-             for ruled_module, _ in rule_table()
-             if not isinstance(ruled_module, torch.jit.ScriptModule)
-             and not any(held is scripted for held in ruled_module.modules())
-             for tensor in (*ruled_module.parameters(), *ruled_module.buffers())}
-    return bool(ruled) and any(id(tensor) in ruled
-                               for tensor in (*scripted.parameters(), *scripted.buffers()))
+    mine = {id(tensor) for tensor in (*scripted.parameters(), *scripted.buffers())}
+    if not mine:
+        return False
+    for ruled_module, _ in rule_table():
+        if isinstance(ruled_module, torch.jit.ScriptModule) \
+                or any(held is scripted for held in ruled_module.modules()):
+            continue
+        tensors = {id(tensor)
+                   for tensor in (*ruled_module.parameters(), *ruled_module.buffers())}
+        if tensors and tensors <= mine:
+            return True
+    return False
 
 
 def _ruled_call(module, args, kwargs):
