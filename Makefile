@@ -204,14 +204,19 @@ install-tcl: system-packages
 # are quoted: a space in one must not make rm -rf remove two.  TCL_PKG_DIR
 # loses only tclamp's index, and goes only when that leaves it empty: it may
 # hold more (other packages, a user's files), which rm -rf removed with it.
+# Another package's index is left to it without asking the environment's
+# tclamp, which refuses it (and so stopped the uninstall with the
+# environment kept); a TCL_PKG_DIR that is a symbolic link is the user's.
 uninstall-tcl:
 	@$(install_dirs_named)
-	if [ -x '$(INSTALL_VENV)'/bin/tclamp ] && [ -f '$(TCL_PKG_DIR)'/pkgIndex.tcl ]; then \
-	    '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl '$(TCL_PKG_DIR)'; fi
 	if [ -f '$(TCL_PKG_DIR)'/pkgIndex.tcl ] && head -n 1 '$(TCL_PKG_DIR)'/pkgIndex.tcl | \
 	    grep -q '^# tclamp .*written by `tclamp install-tcl`'; then \
-	    rm -f '$(TCL_PKG_DIR)'/pkgIndex.tcl; fi
-	if [ -d '$(TCL_PKG_DIR)' ]; then rmdir '$(TCL_PKG_DIR)' 2>/dev/null || \
+	    if [ -x '$(INSTALL_VENV)'/bin/tclamp ]; then \
+	        '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl '$(TCL_PKG_DIR)'; \
+	    else rm -f '$(TCL_PKG_DIR)'/pkgIndex.tcl; fi; fi
+	if [ -L '$(TCL_PKG_DIR)' ]; then \
+	    echo "make uninstall-tcl: $(TCL_PKG_DIR) is a symbolic link: left there"; \
+	elif [ -d '$(TCL_PKG_DIR)' ]; then rmdir '$(TCL_PKG_DIR)' 2>/dev/null || \
 	    echo "make uninstall-tcl: $(TCL_PKG_DIR) holds more than tclamp's index: left there"; fi
 	if [ -f '$(INSTALL_VENV)'/.made-by-tclamp ]; then rm -rf '$(INSTALL_VENV)'; \
 	elif [ -x '$(INSTALL_VENV)'/bin/python ]; then \

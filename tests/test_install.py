@@ -484,6 +484,74 @@ def test_uninstall_tcl_keeps_a_directory_that_holds_more(tmp_path):
     assert os.listdir(tmp_path / "tcltk") == ["other"]
 
 
+def test_uninstall_tcl_leaves_a_symbolic_link_named_tclamp(tmp_path):
+    """A directory named tclamp that is a symbolic link to the user's own:
+    the index goes, the link and its directory stay.  uninstall-tcl removed
+    the index and then failed on the link ('[Errno 20] Not a directory')."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "tcltk").mkdir()
+    link = tmp_path / "tcltk" / "tclamp"
+    link.symlink_to(tmp_path / "mine")
+    assert install_tcl_outside_a_checkout("install-tcl", link).returncode == 0
+    r = install_tcl_outside_a_checkout("uninstall-tcl", link)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"removed {link / 'pkgIndex.tcl'}\n", "")
+    assert link.is_symlink() and os.listdir(tmp_path / "mine") == []
+
+
+def fake_environment(place):
+    """An environment install-tcl made, whose tclamp is this one (as a
+    pip-installed tclamp runs it)."""
+    (place / "bin").mkdir(parents=True)
+    (place / ".made-by-tclamp").touch()
+    tclamp = place / "bin" / "tclamp"
+    tclamp.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys\nfrom tclamp import cli\n"
+                      "cli.checkout = lambda: None\nsys.exit(cli.main(sys.argv[1:]))' \"$@\"\n")
+    tclamp.chmod(0o755)
+    return place
+
+
+@needs_make
+def test_make_uninstall_tcl_with_its_environment_leaves_another_packages_index(tmp_path):
+    """With INSTALL_VENV's tclamp there, a TCL_PKG_DIR whose index is
+    another package's stopped make uninstall-tcl (that tclamp refuses such
+    an index, exit 2) and the environment stayed; without it the same
+    directory was left with a word and the uninstall went on.  Now both
+    leave the index, say so, and remove the environment."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "pkgIndex.tcl").write_text("package ifneeded theirs 1.0 {}\n")
+    made = fake_environment(tmp_path / "made")
+    r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={made}",
+                        f"TCL_PKG_DIR={theirs}"], capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        0, f"make uninstall-tcl: {theirs} holds more than tclamp's index: left there\n", "")
+    assert (theirs / "pkgIndex.tcl").read_text() == "package ifneeded theirs 1.0 {}\n"
+    assert sorted(os.listdir(tmp_path)) == ["theirs"]
+
+
+@needs_make
+def test_make_uninstall_tcl_leaves_a_tcl_pkg_dir_that_is_a_symbolic_link(tmp_path):
+    """TCL_PKG_DIR a symbolic link to the user's directory: tclamp's index
+    goes from it, with and without INSTALL_VENV's tclamp, and the link
+    stays with a word that says why (it said the directory held more than
+    tclamp's index when nothing was left in it; with the environment's
+    tclamp, make failed on the link after the index was gone)."""
+    for gone in (True, False):
+        mine = tmp_path / f"mine {gone}"
+        mine.mkdir()
+        link = tmp_path / f"tcltk {gone}" / "tclamp"
+        link.parent.mkdir()
+        link.symlink_to(mine)
+        (mine / "pkgIndex.tcl").write_text(INSTALLED_INDEX_START)
+        venv = tmp_path / "gone" if gone else fake_environment(tmp_path / "made")
+        r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={venv}",
+                            f"TCL_PKG_DIR={link}"], capture_output=True, text=True)
+        said = "" if gone else f"removed {link / 'pkgIndex.tcl'}\n"
+        assert (r.returncode, r.stdout, r.stderr) == (
+            0, said + f"make uninstall-tcl: {link} is a symbolic link: left there\n", "")
+        assert link.is_symlink() and os.listdir(mine) == [] and not venv.exists()
+
+
 def require_through_index(tmp_path, version, package, python):
     """`package require tclamp` in a tclsh whose auto_path has only an index
     written from the template for `version`, `package` and `python`: the

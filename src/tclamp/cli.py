@@ -136,7 +136,8 @@ def uninstall_tcl(directory):
         index.unlink()
         removed = [str(index)]
         for place in places:
-            if place.is_dir() and not any(place.iterdir()):
+            # A symbolic link is not one install-tcl made (rmdir refuses it).
+            if place.is_dir() and not place.is_symlink() and not any(place.iterdir()):
                 place.rmdir()
                 removed.append(str(place))
     except OSError as error:
