@@ -186,14 +186,19 @@ wheels:
 # setuptools (--no-build-isolation), so pip fetches nothing more for it.
 # Each refuses an empty INSTALL_VENV or TCL_PKG_DIR: as a path prefix it
 # would name /bin/python, and as install-tcl's word, no directory (the default).
-install_dirs_named = test -n '$(strip $(INSTALL_VENV))' && test -n '$(strip $(TCL_PKG_DIR))' || \
-    { echo "make $@: INSTALL_VENV and TCL_PKG_DIR must not be empty" >&2; exit 1; }
+# A single quote in one is refused too: it would end the quotes the recipes
+# put around the name.  The name is printed in single quotes (in double
+# ones, a ` or $( in it ran as a command).
+install_dirs_named = $(if $(findstring ',$(INSTALL_VENV)$(TCL_PKG_DIR)),\
+    { echo "make $@: INSTALL_VENV and TCL_PKG_DIR must not hold a ' (a single quote)" >&2; exit 1; },\
+    test -n '$(strip $(INSTALL_VENV))' && test -n '$(strip $(TCL_PKG_DIR))' || \
+    { echo "make $@: INSTALL_VENV and TCL_PKG_DIR must not be empty" >&2; exit 1; })
 install-tcl: system-packages
 	@$(install_dirs_named)
-	@echo "== Python environment $(INSTALL_VENV)"
+	@echo '== Python environment $(INSTALL_VENV)'
 	test -x '$(INSTALL_VENV)'/bin/python || \
 	    { $(PYTHON) -m venv '$(INSTALL_VENV)' && touch '$(INSTALL_VENV)'/.made-by-tclamp; }
-	@echo "== $(TORCH_SPEC), numpy and tclamp into $(INSTALL_VENV)"
+	@echo "== $(TORCH_SPEC), numpy and tclamp into" '$(INSTALL_VENV)'
 	'$(INSTALL_VENV)'/bin/python -m pip install --disable-pip-version-check "setuptools>=68" wheel "$(TORCH_SPEC)" numpy
 	TCL_CONFIG='$(TCL_CONFIG)' '$(INSTALL_VENV)'/bin/python -m pip install --disable-pip-version-check \
 	    --no-build-isolation --no-deps .
@@ -215,9 +220,9 @@ uninstall-tcl:
 	        '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl '$(TCL_PKG_DIR)'; \
 	    else rm -f '$(TCL_PKG_DIR)'/pkgIndex.tcl; fi; fi
 	if [ -L '$(TCL_PKG_DIR)' ]; then \
-	    echo "make uninstall-tcl: $(TCL_PKG_DIR) is a symbolic link: left there"; \
+	    echo 'make uninstall-tcl: $(TCL_PKG_DIR)' "is a symbolic link: left there"; \
 	elif [ -d '$(TCL_PKG_DIR)' ]; then rmdir '$(TCL_PKG_DIR)' 2>/dev/null || \
-	    echo "make uninstall-tcl: $(TCL_PKG_DIR) holds more than tclamp's index: left there"; fi
+	    echo 'make uninstall-tcl: $(TCL_PKG_DIR)' "holds more than tclamp's index: left there"; fi
 	if [ -f '$(INSTALL_VENV)'/.made-by-tclamp ]; then rm -rf '$(INSTALL_VENV)'; \
 	elif [ -x '$(INSTALL_VENV)'/bin/python ]; then \
 	    '$(INSTALL_VENV)'/bin/python -m pip uninstall -y -q tclamp; fi

@@ -266,6 +266,33 @@ def test_make_uninstall_tcl_takes_a_directory_with_a_space_as_one(tmp_path):
                                    "be empty\n")
 
 
+@needs_make
+def test_make_uninstall_tcl_names_a_directory_as_it_is_and_refuses_a_single_quote(tmp_path):
+    """make uninstall-tcl said which TCL_PKG_DIR it left inside double
+    quotes: a ` in the name ran what it held as a command (and the name
+    said was cut).  A ' in either name ended the recipes' own quotes: a
+    shell syntax error (install-tcl's after it had begun); now both refuse
+    it before anything runs (install-tcl by the same check)."""
+    odd = tmp_path / 'a`touch ran`b"c'
+    odd.mkdir()
+    (odd / "notes.txt").write_text("mine\n")
+    r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={tmp_path / 'gone'}",
+                        f"TCL_PKG_DIR={odd}"], capture_output=True, text=True, cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        0, f"make uninstall-tcl: {odd} holds more than tclamp's index: left there\n", "")
+    assert sorted(os.listdir(tmp_path)) == [odd.name] and os.listdir(odd) == ["notes.txt"]
+    quoted = tmp_path / "it's"
+    quoted.mkdir()
+    for named in ([f"INSTALL_VENV={quoted}", f"TCL_PKG_DIR={tmp_path / 'x'}"],
+                  [f"INSTALL_VENV={tmp_path / 'gone'}", f"TCL_PKG_DIR={quoted}"]):
+        r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", *named],
+                           capture_output=True, text=True)
+        assert (r.returncode, r.stdout) == (2, "")
+        assert r.stderr.startswith("make uninstall-tcl: INSTALL_VENV and TCL_PKG_DIR must not "
+                                   "hold a ' (a single quote)\n")
+    assert sorted(os.listdir(tmp_path)) == [odd.name, "it's"] and os.listdir(quoted) == []
+
+
 def make_question(*args):
     """0 if make has nothing to do for these targets and settings."""
     return subprocess.run(["make", "-q", "-C", ROOT, *args], capture_output=True).returncode
