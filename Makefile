@@ -48,8 +48,12 @@ THREAD_DEB = $(if $(filter 8.6,$(TCL_VERSION)),tcl-thread,tcl$(TCL_VERSION)-thre
 # builds no bridge without python3.X-dev (Python.h, and the libpython the
 # loader opens); neither comes with python3.  A fresh machine with no
 # python3 at all gets Debian's, with both.
-PYTHON_VERSION = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
-python_lacks = ! $(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not ($(1)))' 2>/dev/null
+# (Its version is read from a line of its own: a wrapper that prints more,
+# or PYTHON empty or no Python, gives none, not words for apt-get.)
+PYTHON_VERSION = $(if $(strip $(PYTHON)),$(shell $(PYTHON) -c \
+    'import sys; print("tclamp-python-version %d.%d" % sys.version_info[:2])' 2>/dev/null | \
+    sed -n 's/^tclamp-python-version \([0-9]*\.[0-9]*\)$$/\1/p'))
+python_lacks = ! $(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not ($(1)))' >/dev/null 2>&1
 PYTHON_DEBS = $(if $(PYTHON_VERSION),\
     $(if $(wildcard $(PY)),,$(shell $(call python_lacks,__import__("importlib.util").util.find_spec("ensurepip")) && echo python$(PYTHON_VERSION)-venv)) \
     $(shell $(call python_lacks,os.path.exists(os.path.join(sysconfig.get_paths()["include"]$(comma) "Python.h"))) && echo python$(PYTHON_VERSION)-dev),\
@@ -86,6 +90,8 @@ $(SETUP_STAMP): FORCE
 endif
 $(SETUP_STAMP): pyproject.toml setup.py
 	@echo "== Python environment $(VENV)"
+	@test -x $(PY) || test -n '$(strip $(PYTHON))' || \
+	    { echo "make: PYTHON is empty: name the python3 that makes $(VENV) (PYTHON=python3)" >&2; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check "setuptools>=68" wheel
 	@echo "== $(TORCH_SPEC), numpy and the test tools (torch is large: this takes a while)"

@@ -110,3 +110,32 @@ def test_setup_installs_debian_s_venv_and_headers_for_a_python_without_them(tmp_
     # where the environment is made already, only the headers are missing
     subprocess.run(make, cwd=ROOT, capture_output=True, env=env)
     assert (tmp_path / "installed.txt").read_text() == f"python{version}-dev\n"
+
+
+def test_setup_reads_the_python_version_alone_and_refuses_an_empty_python(tmp_path):
+    """A PYTHON that prints a line of its own first (a wrapper) made
+    system-packages ask apt-get for its words as packages ('Python wrapper:
+    ... pythonPython wrapper: ... 3.11-dev'); it asks for python3.X-dev.
+    PYTHON empty (an exported empty PYTHON overrides the default) printed
+    '/bin/sh: 0: Illegal option -' three times and then '-m: not found';
+    now system-packages asks for nothing on its account and the set-up
+    says what is wrong."""
+    needs_the_rest_set_up()
+    python = tmp_path / "python3"
+    python.write_text('#!/bin/sh\necho "Python wrapper: starting"\n'
+                      'case "$*" in *Python.h*) exit 1;; esac\n'
+                      f'exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    version = "{}.{}".format(*sys.version_info[:2])
+    env = dict(os.environ, PATH=f"{fake_apt(tmp_path, [])}:{os.environ['PATH']}")
+    r = subprocess.run(["make", "-s", "system-packages", f"PYTHON={python}", f"WISH={WISH}"],
+                       cwd=ROOT, capture_output=True, text=True, env=env)
+    assert (r.returncode, r.stdout) == (0, f"installing Debian packages: python{version}-dev\n")
+    assert (tmp_path / "installed.txt").read_text() == f"python{version}-dev\n"
+    (tmp_path / "installed.txt").unlink()
+    r = subprocess.run(["make", "-s", "setup", "PYTHON=", f"VENV={tmp_path / 'new-venv'}",
+                        f"WISH={WISH}"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert (r.returncode, r.stdout) == (2, "== Python environment " + str(tmp_path / "new-venv") + "\n")
+    assert r.stderr.startswith("make: PYTHON is empty: name the python3 that makes "
+                               f"{tmp_path / 'new-venv'} (PYTHON=python3)\n")
+    assert not (tmp_path / "installed.txt").exists() and not (tmp_path / "new-venv").exists()
