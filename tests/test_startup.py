@@ -88,6 +88,23 @@ def test_an_empty_choice_of_python_falls_back_to_the_index(tclsh, route):
 
 
 @pytest.mark.parametrize("route", ["TCLAMP_PYTHON", "::tclamp::python"])
+def test_a_blank_or_missing_choice_of_python_is_an_error_naming_it(tclsh, route):
+    """Only an empty choice names no Python: one of spaces or a tab is a
+    name, looked up on PATH as any name without a slash, and one with a
+    slash that names no file is not an executable file; each the same
+    TCLAMP PYTHON_START by either route, the tclsh going on."""
+    for python, said in ((" ", '" " is not a command on PATH'),
+                         ("\t", '"\t" is not a command on PATH'),
+                         ("no/such/python", '"no/such/python" is not an executable file')):
+        setting = (f"namespace eval ::tclamp {{variable python {{{python}}}}}\n"
+                   if route == "::tclamp::python" else "")
+        r = tclsh(setting + CHECK, **({"TCLAMP_PYTHON": python} if route == "TCLAMP_PYTHON"
+                                      else {}), PATH="/usr/bin:/bin")
+        assert r.stdout.splitlines() == [
+            "1", f"tclamp: cannot start Python: {said}", "TCLAMP PYTHON_START", "", "alive"]
+
+
+@pytest.mark.parametrize("route", ["TCLAMP_PYTHON", "::tclamp::python"])
 def test_a_python_named_without_a_slash_is_found_on_path(tclsh, route):
     """`TCLAMP_PYTHON=python3` starts the python3 a shell would: the first
     on PATH (not one in the current directory)."""
