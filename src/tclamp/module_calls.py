@@ -197,15 +197,20 @@ def is_compiled(module):
 
 
 def binds_torch_call(module):
-    """Whether module's class (or a base below torch.nn.Module) holds torch's
-    own Module.__call__ (or _call_impl) as its __call__, bound when the
-    class was made (`__call__ = torch.nn.Module.__call__`): calling it never
-    reaches tclamp's wrapper, so a rule on it was silently not applied."""
+    """Whether module's class, or a base of it below torch.nn.Module, holds
+    torch's own Module.__call__ (or _call_impl) as its __call__, bound when
+    the class was made (`__call__ = torch.nn.Module.__call__`): calling it
+    never reaches tclamp's wrapper, so a rule on it was silently not
+    applied.  A class's own __call__ above such a base is no way round it:
+    its `super().__call__(x)` finds the base's (a rule on it was accepted and
+    not applied), so the base counts whatever that __call__ does."""
+    torch_impl = vars(torch.nn.Module).get("_call_impl")
     for klass in type(module).__mro__:
-        if "__call__" in vars(klass):
-            found = vars(klass)["__call__"]
-            return klass is not torch.nn.Module and (
-                found is _torch_call or found is vars(torch.nn.Module).get("_call_impl"))
+        if klass is torch.nn.Module:
+            return False
+        found = vars(klass).get("__call__")
+        if found is not None and (found is _torch_call or found is torch_impl):
+            return True
     return False
 
 
