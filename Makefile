@@ -217,12 +217,14 @@ install-tcl: system-packages
 # hold more (other packages, a user's files), which rm -rf removed with it.
 # Another package's index is left to it without asking the environment's
 # tclamp, which refuses it (and so stopped the uninstall with the
-# environment kept); a TCL_PKG_DIR that is a symbolic link is the user's.
+# environment kept), and so is an environment whose Python no longer runs
+# (its base Python upgraded away); a TCL_PKG_DIR that is a symbolic link is
+# the user's.
 uninstall-tcl:
 	@$(install_dirs_named)
 	if [ -f '$(TCL_PKG_DIR)'/pkgIndex.tcl ] && head -n 1 '$(TCL_PKG_DIR)'/pkgIndex.tcl | \
 	    grep -q '^# tclamp .*written by `tclamp install-tcl`'; then \
-	    if [ -x '$(INSTALL_VENV)'/bin/tclamp ]; then \
+	    if [ -x '$(INSTALL_VENV)'/bin/tclamp ] && '$(INSTALL_VENV)'/bin/python -c '' 2>/dev/null; then \
 	        '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl '$(TCL_PKG_DIR)'; \
 	    else rm -f '$(TCL_PKG_DIR)'/pkgIndex.tcl; fi; fi
 	if [ -L '$(TCL_PKG_DIR)' ]; then \

@@ -534,6 +534,7 @@ def fake_environment(place):
     tclamp.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys\nfrom tclamp import cli\n"
                       "cli.checkout = lambda: None\nsys.exit(cli.main(sys.argv[1:]))' \"$@\"\n")
     tclamp.chmod(0o755)
+    (place / "bin" / "python").symlink_to(sys.executable)
     return place
 
 
@@ -554,6 +555,27 @@ def test_make_uninstall_tcl_with_its_environment_leaves_another_packages_index(t
         0, f"make uninstall-tcl: {theirs} holds more than tclamp's index: left there\n", "")
     assert (theirs / "pkgIndex.tcl").read_text() == "package ifneeded theirs 1.0 {}\n"
     assert sorted(os.listdir(tmp_path)) == ["theirs"]
+
+
+@needs_make
+def test_make_uninstall_tcl_removes_what_an_environment_whose_python_is_gone_installed(tmp_path):
+    """An environment install-tcl made whose Python no longer runs (its base
+    Python upgraded away: bin/python dangles, bin/tclamp's #! names it):
+    make uninstall-tcl ran its tclamp and stopped there ('not found', exit
+    2), removing nothing.  The index, its directory and the environment go."""
+    made = tmp_path / "made"
+    (made / "bin").mkdir(parents=True)
+    (made / ".made-by-tclamp").touch()
+    (made / "bin" / "python").symlink_to(tmp_path / "python3.gone")
+    (made / "bin" / "tclamp").write_text(f"#!{made / 'bin' / 'python'}\nimport sys\n")
+    (made / "bin" / "tclamp").chmod(0o755)
+    target = tmp_path / "tcltk" / "tclamp"
+    target.mkdir(parents=True)
+    (target / "pkgIndex.tcl").write_text(INSTALLED_INDEX_START)
+    r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={made}",
+                        f"TCL_PKG_DIR={target}"], capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert os.listdir(tmp_path) == ["tcltk"] and os.listdir(tmp_path / "tcltk") == []
 
 
 @needs_make
