@@ -227,7 +227,7 @@ uninstall-tcl:
 	    if [ -x '$(INSTALL_VENV)'/bin/tclamp ] && '$(INSTALL_VENV)'/bin/python -c '' 2>/dev/null; then \
 	        '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl '$(TCL_PKG_DIR)'; \
 	    else rm -f '$(TCL_PKG_DIR)'/pkgIndex.tcl; fi; fi
-	if [ -L '$(TCL_PKG_DIR)' ]; then \
+	dir='$(TCL_PKG_DIR)'; if [ -L "$${dir%/}" ]; then \
 	    echo 'make uninstall-tcl: $(TCL_PKG_DIR)' "is a symbolic link: left there"; \
 	elif [ -d '$(TCL_PKG_DIR)' ]; then rmdir '$(TCL_PKG_DIR)' 2>/dev/null || \
 	    echo 'make uninstall-tcl: $(TCL_PKG_DIR)' "holds more than tclamp's index: left there"; fi

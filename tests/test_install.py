@@ -599,6 +599,11 @@ def test_make_uninstall_tcl_leaves_a_tcl_pkg_dir_that_is_a_symbolic_link(tmp_pat
         assert (r.returncode, r.stdout, r.stderr) == (
             0, said + f"make uninstall-tcl: {link} is a symbolic link: left there\n", "")
         assert link.is_symlink() and os.listdir(mine) == [] and not venv.exists()
+    # named with a / at its end (which -L follows): the same word
+    r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={venv}",
+                        f"TCL_PKG_DIR={link}/"], capture_output=True, text=True)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        0, f"make uninstall-tcl: {link}/ is a symbolic link: left there\n", "")
 
 
 def require_through_index(tmp_path, version, package, python):
