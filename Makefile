@@ -59,6 +59,10 @@ PYTHON_DEBS = $(if $(PYTHON_VERSION),\
     $(shell $(call python_lacks,os.path.exists(os.path.join(sysconfig.get_paths()["include"]$(comma) "Python.h"))) && echo python$(PYTHON_VERSION)-dev),\
     $(if $(filter python3,$(PYTHON)),python3 python3-venv python3-dev))
 comma := ,
+# An empty PYTHON (an exported empty one beats the default) is said to be
+# empty where it would make the environment $(1); it ran as `-m venv`.
+python_named = test -n '$(strip $(PYTHON))' || \
+    { echo 'make: PYTHON is empty: name the python3 that makes $(1) (PYTHON=python3)' >&2; exit 1; }
 MISSING_DEBS = $(strip \
     $(PYTHON_DEBS) \
     $(if $(TCL_CONFIG),,tcl$(TCL_VERSION) tcl$(TCL_VERSION)-dev) \
@@ -90,8 +94,7 @@ $(SETUP_STAMP): FORCE
 endif
 $(SETUP_STAMP): pyproject.toml setup.py
 	@echo "== Python environment $(VENV)"
-	@test -x $(PY) || test -n '$(strip $(PYTHON))' || \
-	    { echo "make: PYTHON is empty: name the python3 that makes $(VENV) (PYTHON=python3)" >&2; exit 1; }
+	@test -x $(PY) || $(call python_named,$(VENV))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check "setuptools>=68" wheel
 	@echo "== $(TORCH_SPEC), numpy and the test tools (torch is large: this takes a while)"
@@ -202,6 +205,7 @@ install_dirs_named = $(if $(findstring ',$(INSTALL_VENV)$(TCL_PKG_DIR)),\
 install-tcl: system-packages
 	@$(install_dirs_named)
 	@echo '== Python environment $(INSTALL_VENV)'
+	@test -x '$(INSTALL_VENV)'/bin/python || $(call python_named,$(INSTALL_VENV))
 	test -x '$(INSTALL_VENV)'/bin/python || \
 	    { $(PYTHON) -m venv '$(INSTALL_VENV)' && touch '$(INSTALL_VENV)'/.made-by-tclamp; }
 	@echo "== $(TORCH_SPEC), numpy and tclamp into" '$(INSTALL_VENV)'

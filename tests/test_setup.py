@@ -139,3 +139,11 @@ def test_setup_reads_the_python_version_alone_and_refuses_an_empty_python(tmp_pa
     assert r.stderr.startswith("make: PYTHON is empty: name the python3 that makes "
                                f"{tmp_path / 'new-venv'} (PYTHON=python3)\n")
     assert not (tmp_path / "installed.txt").exists() and not (tmp_path / "new-venv").exists()
+    # make install-tcl's environment alike
+    r = subprocess.run(["make", "-s", "install-tcl", "PYTHON=", f"INSTALL_VENV={tmp_path / 'env'}",
+                        f"TCL_PKG_DIR={tmp_path / 'tcl'}", f"WISH={WISH}"], cwd=ROOT,
+                       capture_output=True, text=True, env=env)
+    assert (r.returncode, r.stdout) == (2, "== Python environment " + str(tmp_path / "env") + "\n")
+    assert r.stderr.startswith("make: PYTHON is empty: name the python3 that makes "
+                               f"{tmp_path / 'env'} (PYTHON=python3)\n")
+    assert sorted(os.listdir(tmp_path)) == ["bin", "python3"]
