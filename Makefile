@@ -222,19 +222,24 @@ install-tcl: system-packages
 # Another package's index is left to it without asking the environment's
 # tclamp, which refuses it (and so stopped the uninstall with the
 # environment kept), and so is an environment whose Python no longer runs
-# (its base Python upgraded away); a TCL_PKG_DIR that is a symbolic link is
-# the user's.
+# (its base Python upgraded away); so is an index that starts another
+# environment's Python that is there (a later make install-tcl with another
+# INSTALL_VENV wrote it: removing the old environment removed the new one's
+# index).  A TCL_PKG_DIR that is a symbolic link is the user's.
 uninstall-tcl:
 	@$(install_dirs_named)
-	if [ -f '$(TCL_PKG_DIR)'/pkgIndex.tcl ] && head -n 1 '$(TCL_PKG_DIR)'/pkgIndex.tcl | \
-	    grep -q '^# tclamp .*written by `tclamp install-tcl`'; then \
-	    if [ -x '$(INSTALL_VENV)'/bin/tclamp ] && '$(INSTALL_VENV)'/bin/python -c '' 2>/dev/null; then \
-	        '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl '$(TCL_PKG_DIR)'; \
-	    else rm -f '$(TCL_PKG_DIR)'/pkgIndex.tcl; fi; fi
-	dir='$(TCL_PKG_DIR)'; if [ -L "$${dir%/}" ]; then \
-	    echo 'make uninstall-tcl: $(TCL_PKG_DIR)' "is a symbolic link: left there"; \
-	elif [ -d '$(TCL_PKG_DIR)' ]; then rmdir '$(TCL_PKG_DIR)' 2>/dev/null || \
-	    echo 'make uninstall-tcl: $(TCL_PKG_DIR)' "holds more than tclamp's index: left there"; fi
+	dir='$(TCL_PKG_DIR)'; index="$$dir/pkgIndex.tcl"; left=; \
+	if [ -f "$$index" ] && head -n 1 "$$index" | grep -q '^# tclamp .*written by `tclamp install-tcl`'; then \
+	    started=$$(head -n 1 "$$index" | sed -n 's/.*, and Python starts from //p'); \
+	    if [ -e "$$started" ] && ! [ "$$(dirname "$$(dirname "$$started")")" -ef '$(INSTALL_VENV)' ]; then \
+	        left="its index starts $$started, another environment's tclamp"; \
+	    elif [ -x '$(INSTALL_VENV)'/bin/tclamp ] && '$(INSTALL_VENV)'/bin/python -c '' 2>/dev/null; then \
+	        '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl "$$dir" || exit 1; \
+	    else rm -f "$$index" || exit 1; fi; fi; \
+	if [ -L "$${dir%/}" ]; then echo "make uninstall-tcl: $$dir is a symbolic link: left there"; \
+	elif [ -n "$$left" ]; then echo "make uninstall-tcl: $$dir: $$left: left there"; \
+	elif [ -d "$$dir" ]; then rmdir "$$dir" 2>/dev/null || \
+	    echo "make uninstall-tcl: $$dir holds more than tclamp's index: left there"; fi
 	if [ -f '$(INSTALL_VENV)'/.made-by-tclamp ]; then rm -rf '$(INSTALL_VENV)'; \
 	elif [ -x '$(INSTALL_VENV)'/bin/python ]; then \
 	    '$(INSTALL_VENV)'/bin/python -m pip uninstall -y -q tclamp; fi

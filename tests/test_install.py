@@ -579,6 +579,37 @@ def test_make_uninstall_tcl_removes_what_an_environment_whose_python_is_gone_ins
 
 
 @needs_make
+def test_make_uninstall_tcl_leaves_the_index_of_another_environment_that_is_there(tmp_path):
+    """make install-tcl with INSTALL_VENV=new over an index that old's wrote
+    replaces it; make uninstall-tcl INSTALL_VENV=old then removed new's
+    index too, and new's tclamp was no package any more.  An index that
+    starts another environment's Python that is there stays, with a word;
+    one that starts INSTALL_VENV's (however INSTALL_VENV is named) or a
+    Python that is gone goes.  The environment goes in each case."""
+    new = fake_environment(tmp_path / "new")
+    target = tmp_path / "tcltk" / "tclamp"
+    said = []
+    for starts, venv in ((new / "bin" / "python", tmp_path / "old"),
+                         (tmp_path / "old" / "bin" / "python", tmp_path / "old"),
+                         (tmp_path / "old" / "bin" / "python", None),
+                         (tmp_path / "same" / "bin" / "python", tmp_path / "tcltk" / ".." / "same")):
+        venv = fake_environment(venv) if venv else tmp_path / "gone"
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "pkgIndex.tcl").write_text(
+            INSTALLED_INDEX_START.rstrip("\n") + f"; the package is the Python one in "
+            f"{venv}, and Python starts from {starts}\n")
+        r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={venv}",
+                            f"TCL_PKG_DIR={target}"], capture_output=True, text=True)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        said.append(r.stdout.replace(str(target), "TARGET"))
+        assert not venv.exists() and new.exists()
+    assert said == [f"make uninstall-tcl: TARGET: its index starts {new}/bin/python, another "
+                    "environment's tclamp: left there\n",
+                    "removed TARGET/pkgIndex.tcl, TARGET\n", "", "removed TARGET/pkgIndex.tcl, TARGET\n"]
+    assert sorted(os.listdir(tmp_path)) == ["new", "tcltk"] and os.listdir(tmp_path / "tcltk") == []
+
+
+@needs_make
 def test_make_uninstall_tcl_leaves_a_tcl_pkg_dir_that_is_a_symbolic_link(tmp_path):
     """TCL_PKG_DIR a symbolic link to the user's directory: tclamp's index
     goes from it, with and without INSTALL_VENV's tclamp, and the link
