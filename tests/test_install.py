@@ -525,14 +525,40 @@ def test_uninstall_tcl_leaves_a_symbolic_link_named_tclamp(tmp_path):
     assert link.is_symlink() and os.listdir(tmp_path / "mine") == []
 
 
+def test_uninstall_tcl_leaves_the_index_of_another_environment_that_is_there(tmp_path):
+    """An index another environment's install-tcl wrote over this one's
+    starts that environment's Python; this environment's uninstall-tcl
+    removed it, and the other tclamp was no Tcl package any more.  It is
+    refused while that Python is there, and removed once it is gone."""
+    other = tmp_path / "other"
+    (other / "bin").mkdir(parents=True)
+    (other / "bin" / "python").symlink_to(sys.executable)
+    target = tmp_path / "tcltk" / "tclamp"
+    target.mkdir(parents=True)
+    index = INSTALLED_INDEX_START.rstrip("\n") + (
+        f"; the package is the Python one in {other}, and Python starts from "
+        f"{other / 'bin' / 'python'}\n")
+    (target / "pkgIndex.tcl").write_text(index)
+    r = install_tcl_outside_a_checkout("uninstall-tcl", target)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        1, "", f"tclamp uninstall-tcl: {target / 'pkgIndex.tcl'} starts {other / 'bin' / 'python'}, "
+               "another environment's tclamp: left as it is (its tclamp uninstall-tcl removes it)\n")
+    assert (target / "pkgIndex.tcl").read_text() == index
+    (other / "bin" / "python").unlink()
+    (other / "bin" / "python").symlink_to(tmp_path / "python3.gone")
+    r = install_tcl_outside_a_checkout("uninstall-tcl", target)
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"removed {target / 'pkgIndex.tcl'}, {target}\n", "")
+
+
 def fake_environment(place):
     """An environment install-tcl made, whose tclamp is this one (as a
-    pip-installed tclamp runs it)."""
+    pip-installed tclamp runs it, with that environment as its prefix)."""
     (place / "bin").mkdir(parents=True)
     (place / ".made-by-tclamp").touch()
     tclamp = place / "bin" / "tclamp"
     tclamp.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'import sys\nfrom tclamp import cli\n"
-                      "cli.checkout = lambda: None\nsys.exit(cli.main(sys.argv[1:]))' \"$@\"\n")
+                      f"cli.checkout = lambda: None\nsys.prefix = sys.argv.pop(1)\n"
+                      "sys.exit(cli.main(sys.argv[1:]))' \"$(dirname \"$0\")/..\" \"$@\"\n")
     tclamp.chmod(0o755)
     (place / "bin" / "python").symlink_to(sys.executable)
     return place

@@ -114,6 +114,18 @@ def made_by_install(index):
     return []
 
 
+def same_environment(python):
+    """Whether the Python an index starts is this one's environment's (its
+    bin's parent is this prefix, however either is named), or is gone (a
+    link to a Python upgraded away is gone too)."""
+    if not python or not os.path.exists(python):
+        return True
+    try:
+        return Path(python).parent.parent.samefile(sys.prefix)
+    except OSError:
+        return True
+
+
 def uninstall_tcl(directory):
     """Removes the index install-tcl wrote to directory, then the directories
     it made for it, each only if nothing else is in it."""
@@ -127,6 +139,13 @@ def uninstall_tcl(directory):
         # uninstall removes that) or in a checkout.
         raise SystemExit(f"tclamp uninstall-tcl: {shown(index)} is not an index that tclamp "
                          "install-tcl wrote: left as it is")
+    # An index another environment's install-tcl wrote over this one's
+    # starts that environment's Python: while that is there, it is its own.
+    started = line.rstrip("\n").rpartition(PYTHON_STARTS)[2]
+    if PYTHON_STARTS in line and not same_environment(started):
+        raise SystemExit(f"tclamp uninstall-tcl: {shown(index)} starts {started}, another "
+                         "environment's tclamp: left as it is (its tclamp uninstall-tcl "
+                         "removes it)")
     # Its own directory (the documented ones are named tclamp) and those
     # made for it, deepest first.
     places = [Path(d) for d in made_by_install(index)]
