@@ -296,7 +296,8 @@ def _parse_type(interp, word):
 def _typed(interp, word, kind, none_word, what):
     """What `word` becomes as type `kind` (None: str, or a handle's object);
     the None word is None whatever the type.  A handle's object passes as
-    it is."""
+    it is.  `what` says where the word is, for its errors, whose errorCode
+    names the word itself (an item's, under a list or dict type)."""
     if not isinstance(word, str):
         return word
     if word == none_word:
@@ -310,10 +311,13 @@ def _typed(interp, word, kind, none_word, what):
         value = tcl_boolean(word) if name == "bool" else interp.read_word(word, TYPES_READ[name])
     except ValueError as error:
         raise UsageError("INVALID_VALUE", f"{what}: {error}", word) from None
+    # An item's errors say where it is: "argument 1 element 2" (counted from
+    # 1, as arguments are), 'argument 1 key "b"', one step per level.
     if name == "list":
-        return [_typed(interp, interp.argument(w), item, none_word, what) for w in value]
+        return [_typed(interp, interp.argument(w), item, none_word, f"{what} element {n}")
+                for n, w in enumerate(value, 1)]
     if name == "dict":
-        return {key: _typed(interp, interp.argument(w), item, none_word, what)
+        return {key: _typed(interp, interp.argument(w), item, none_word, f'{what} key "{key}"')
                 for key, w in value.items()}
     return value
 
