@@ -50,14 +50,28 @@ THREAD_DEB = $(if $(filter 8.6,$(TCL_VERSION)),tcl-thread,tcl$(TCL_VERSION)-thre
 # python3 at all gets Debian's, with both.
 # (Its version is read from a line of its own: a wrapper that prints more,
 # or PYTHON empty or no Python, gives none, not words for apt-get.)
+# Those packages serve Debian's Python alone: one whose sys.base_prefix is
+# /usr (a venv made from it too, whose headers and ensurepip are its
+# base's).  Another Python (pyenv's, a build in /usr/local) that lacks
+# them gets nothing from apt: the set-up stops and says what it lacks.
 PYTHON_VERSION = $(if $(strip $(PYTHON)),$(shell $(PYTHON) -c \
     'import sys; print("tclamp-python-version %d.%d" % sys.version_info[:2])' 2>/dev/null | \
     sed -n 's/^tclamp-python-version \([0-9]*\.[0-9]*\)$$/\1/p'))
 python_lacks = ! $(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not ($(1)))' >/dev/null 2>&1
+# What PYTHON lacks, by name: ensurepip (only while the venv is still to
+# make) and Python.h.
+PYTHON_LACKS = $(if $(PYTHON_VERSION),$(strip \
+    $(if $(wildcard $(PY)),,$(shell $(call python_lacks,__import__("importlib.util").util.find_spec("ensurepip")) && echo ensurepip)) \
+    $(shell $(call python_lacks,os.path.exists(os.path.join(sysconfig.get_paths()["include"]$(comma) "Python.h"))) && echo Python.h)))
+PYTHON_IS_DEBIANS = $(shell $(call python_lacks,sys.base_prefix == "/usr") || echo yes)
+PYTHON_BASE_PREFIX = $(if $(strip $(PYTHON)),$(shell $(PYTHON) -c \
+    'import sys; print("tclamp-python-prefix", sys.base_prefix)' 2>/dev/null | sed -n 's/^tclamp-python-prefix //p'))
 PYTHON_DEBS = $(if $(PYTHON_VERSION),\
-    $(if $(wildcard $(PY)),,$(shell $(call python_lacks,__import__("importlib.util").util.find_spec("ensurepip")) && echo python$(PYTHON_VERSION)-venv)) \
-    $(shell $(call python_lacks,os.path.exists(os.path.join(sysconfig.get_paths()["include"]$(comma) "Python.h"))) && echo python$(PYTHON_VERSION)-dev),\
+    $(if $(PYTHON_IS_DEBIANS),$(patsubst ensurepip,python$(PYTHON_VERSION)-venv,\
+        $(patsubst Python.h,python$(PYTHON_VERSION)-dev,$(PYTHON_LACKS)))),\
     $(if $(filter python3,$(PYTHON)),python3 python3-venv python3-dev))
+# What a Python that is not Debian's lacks (empty for Debian's).
+PYTHON_LACKS_UNSERVED = $(if $(PYTHON_VERSION),$(if $(PYTHON_IS_DEBIANS),,$(PYTHON_LACKS)))
 comma := ,
 # An empty PYTHON (an exported empty one beats the default) is said to be
 # empty where it would make the environment $(1); it ran as `-m venv`.
@@ -72,6 +86,18 @@ MISSING_DEBS = $(strip \
     $(shell command -v valgrind >/dev/null || echo valgrind))
 
 system-packages:
+	@lacks='$(PYTHON_LACKS_UNSERVED)'; if [ -n "$$lacks" ]; then \
+	    what=; for thing in $$lacks; do case $$thing in \
+	        ensurepip) what="$${what:+$$what and }no ensurepip (python -m venv needs it to make $(VENV))";; \
+	        Python.h) what="$${what:+$$what and }no Python.h (the bridge is built with it)";; \
+	    esac; done; \
+	    { echo "make: PYTHON=$(PYTHON) has $$what."; \
+	      echo "It is not Debian's own Python (its sys.base_prefix is $(PYTHON_BASE_PREFIX), not /usr):" \
+	           "Debian's python$(PYTHON_VERSION)-venv and python$(PYTHON_VERSION)-dev would not serve it."; \
+	      echo "Give that Python what it lacks (reinstall or rebuild it with its headers and ensurepip)," \
+	           "or name one that has them, or Debian's own: PYTHON=/usr/bin/python3"; } >&2; \
+	    exit 1; \
+	fi
 	@missing='$(MISSING_DEBS)'; if [ -n "$$missing" ]; then \
 	    SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	    $$SUDO apt-get update -qq && \

@@ -93,15 +93,35 @@ def test_setup_installs_tcl_thread_where_it_serves_both_tcls(tmp_path):
     assert thread_package_installed(tmp_path, ["tcl-thread"]) == "tcl-thread\n"
 
 
+def fake_python(tmp_path, lacks, prefix="/usr", first_line=None):
+    """A python3 that is this test run's Python, but which code run with -c
+    sees as a Python in `prefix` (sys.prefix, sys.base_prefix and
+    sys.executable say so: "/usr" is Debian's own; sysconfig, read before,
+    keeps this Python's paths), and in which a check for a thing of
+    `lacks` ("ensurepip", "Python.h") fails.  first_line:
+    what it prints before anything (a wrapper's own line)."""
+    python = tmp_path / "python3"
+    lines = ["#!/bin/sh"]
+    if first_line:
+        lines.append(f'echo "{first_line}"')
+    if lacks:
+        lines.append('case "$*" in ' + "|".join(f"*{thing}*" for thing in lacks) + ") exit 1;; esac")
+    shim = ("import sys, sysconfig; sysconfig.get_paths(); "
+            f'sys.prefix = sys.base_prefix = "{prefix}"; '
+            f'sys.executable = "{prefix}/bin/python3"; exec(sys.argv.pop(1))')
+    lines.append(f'[ "$1" = -c ] && shift && exec {sys.executable} -c \'{shim}\' "$@"')
+    lines.append(f'exec {sys.executable} "$@"')
+    python.write_text("\n".join(lines) + "\n")
+    python.chmod(0o755)
+    return python
+
+
 def test_setup_installs_debian_s_venv_and_headers_for_a_python_without_them(tmp_path):
     """Debian's python3 has no ensurepip (python3.X-venv) and no Python.h
     (python3.X-dev) until they are installed: a fresh machine's set-up
     failed at `python3 -m venv`, and without a venv at the bridge's build."""
     needs_the_rest_set_up()
-    python = tmp_path / "python3"
-    python.write_text('#!/bin/sh\ncase "$*" in *ensurepip*|*Python.h*) exit 1;; esac\n'
-                      f'exec {sys.executable} "$@"\n')
-    python.chmod(0o755)
+    python = fake_python(tmp_path, ["ensurepip", "Python.h"])
     version = "{}.{}".format(*sys.version_info[:2])
     env = dict(os.environ, PATH=f"{fake_apt(tmp_path, [])}:{os.environ['PATH']}")
     make = ["make", "-s", "system-packages", f"PYTHON={python}", f"WISH={WISH}"]
@@ -110,6 +130,42 @@ def test_setup_installs_debian_s_venv_and_headers_for_a_python_without_them(tmp_
     # where the environment is made already, only the headers are missing
     subprocess.run(make, cwd=ROOT, capture_output=True, env=env)
     assert (tmp_path / "installed.txt").read_text() == f"python{version}-dev\n"
+
+
+def test_setup_stops_for_a_python_not_debian_s_that_lacks_venv_or_headers(tmp_path):
+    """python3.X-venv and python3.X-dev serve Debian's own Python alone:
+    system-packages asked apt-get for them for any Python that lacked
+    ensurepip or Python.h (pyenv's, a build in /usr/local), which they
+    do not help, and which fails in apt on a Debian with no python3.X of
+    that version.  Now it stops before apt, naming what that Python lacks
+    and how to go on; a Debian Python's own check is unchanged."""
+    needs_the_rest_set_up()
+    version = "{}.{}".format(*sys.version_info[:2])
+    env = dict(os.environ, PATH=f"{fake_apt(tmp_path, [])}:{os.environ['PATH']}")
+    python = fake_python(tmp_path, ["ensurepip", "Python.h"], prefix="/opt/python")
+    make = ["make", "-s", "system-packages", f"PYTHON={python}", f"WISH={WISH}"]
+    venv = tmp_path / "new-venv"
+    advice = ("It is not Debian's own Python (its sys.base_prefix is /opt/python, not /usr): "
+              f"Debian's python{version}-venv and python{version}-dev would not serve it.\n"
+              "Give that Python what it lacks (reinstall or rebuild it with its headers and"
+              " ensurepip), or name one that has them, or Debian's own: PYTHON=/usr/bin/python3\n")
+    r = subprocess.run(make + [f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith(
+        f"make: PYTHON={python} has no ensurepip (python -m venv needs it to make {venv})"
+        " and no Python.h (the bridge is built with it).\n" + advice)
+    assert not (tmp_path / "installed.txt").exists() and not venv.exists()
+    # where the environment is made already, only the headers are missing
+    r = subprocess.run(make, cwd=ROOT, capture_output=True, text=True, env=env)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith(
+        f"make: PYTHON={python} has no Python.h (the bridge is built with it).\n" + advice)
+    assert not (tmp_path / "installed.txt").exists()
+    # such a Python that lacks nothing is not stopped, and asks apt for nothing
+    python = fake_python(tmp_path, [], prefix="/opt/python")
+    r = subprocess.run(make + [f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert not (tmp_path / "installed.txt").exists()
 
 
 def test_setup_reads_the_python_version_alone_and_refuses_an_empty_python(tmp_path):
@@ -121,11 +177,7 @@ def test_setup_reads_the_python_version_alone_and_refuses_an_empty_python(tmp_pa
     now system-packages asks for nothing on its account and the set-up
     says what is wrong."""
     needs_the_rest_set_up()
-    python = tmp_path / "python3"
-    python.write_text('#!/bin/sh\necho "Python wrapper: starting"\n'
-                      'case "$*" in *Python.h*) exit 1;; esac\n'
-                      f'exec {sys.executable} "$@"\n')
-    python.chmod(0o755)
+    python = fake_python(tmp_path, ["Python.h"], first_line="Python wrapper: starting")
     version = "{}.{}".format(*sys.version_info[:2])
     env = dict(os.environ, PATH=f"{fake_apt(tmp_path, [])}:{os.environ['PATH']}")
     r = subprocess.run(["make", "-s", "system-packages", f"PYTHON={python}", f"WISH={WISH}"],
