@@ -9,8 +9,10 @@ pure Python, the README step driven from Tcl, the floor: its pieces as six
 with the step's two tensors as handles that `py scope` releases), the
 instructions run per step, with the level-1 cache misses and the
 mispredicted branches of callgrind's simulated cache and branch
-predictor.  The counts repeat from run to run, so a change of a few
-hundred instructions per step shows.  They are not time: a miss costs a
+predictor, and, for the README step against Python's, in whose code the
+excess falls: Tcl's, the bridge's, Python's, torch's or the C run-time's.
+The counts repeat from run to run, so a change of a few hundred
+instructions per step shows.  They are not time: a miss costs a
 different number of cycles on each CPU, and callgrind's cache is not the
 CPU's.  Only the measured steps are counted (train_step.tcl's "counts"
 mode turns counting on and off around them, through a small library built
@@ -66,7 +68,51 @@ def count(tclsh, which, steps, folder, toggle):
     names = re.search(r"^events: (.*)$", text, re.M).group(1).split()
     totals = re.search(r"^summary: (.*)$", text, re.M).group(1).split()
     per_step = {name: int(total) / steps for name, total in zip(names, totals)}
-    return {name: per_step[name] for name, _ in EVENTS}
+    return {name: per_step[name] for name, _ in EVENTS}, by_library(out, steps)
+
+
+# Which code each count falls in: a shared object's file name, by the
+# start of its name.
+LIBRARIES = (("Tcl (libtcl)", ("libtcl",)), ("the bridge (tclamp's C)", ("_bridge",)),
+             ("Python (libpython)", ("libpython",)),
+             ("torch (libtorch, libc10, ...)", ("libtorch", "libc10", "libgomp", "libshm")),
+             ("the C and C++ run-time (libc, ld.so, libstdc++, ...)",
+              ("libc.", "libc-", "ld-linux", "libm.", "libstdc++", "libgcc", "libpthread")))
+OTHER = "the rest"
+
+
+def library_of(path):
+    name = path.rsplit("/", 1)[-1]
+    return next((label for label, starts in LIBRARIES if name.startswith(starts)), OTHER)
+
+
+def by_library(out, steps):
+    """Each event's count per step in each library's code, read from
+    callgrind's own file: a cost line counts for the object (ob=) it is
+    in; the line after a calls= line is the callee's inclusive cost, which
+    the callee's own lines count already."""
+    names, objects, current, after_call, found = [], {}, "", False, {}
+    with open(out) as lines:
+        for line in lines:
+            if line.startswith("events:"):
+                names = line.split()[1:]
+            elif line.startswith(("ob=", "cob=")):     # a name is given once, either way
+                spec = line.partition("=")[2].strip()
+                ident, _, name = spec.partition(" ") if spec.startswith("(") else ("", "", spec)
+                if name:
+                    objects[ident] = name
+                if line.startswith("ob="):
+                    current = objects.get(ident, name)
+            elif line.startswith("calls="):
+                after_call = True
+            elif line[:1] in set("0123456789+-*"):
+                if after_call:
+                    after_call = False
+                    continue
+                library = library_of(current)
+                for name, value in zip(names, line.split()[1:]):
+                    found[library, name] = found.get((library, name), 0) + int(value) / steps
+    return found
 
 
 def table(counts, steps):
@@ -91,6 +137,22 @@ def table(counts, steps):
     return "\n".join(lines)
 
 
+def library_table(libraries):
+    """Where the README step's excess over the Python step lies: each
+    library's share of each event, per step."""
+    tcl, python = libraries["tcl"], libraries["python"]
+    lines = ["Where the README step's excess over Python's lies, by the code that ran it "
+             "(per step; callgrind's counts summed by the shared object that ran them):",
+             "",
+             "| code | " + " | ".join(label for _, label in EVENTS) + " |",
+             "|---|" + "---|" * len(EVENTS)]
+    for label in [label for label, _ in LIBRARIES] + [OTHER]:
+        cells = [f"{tcl.get((label, name), 0) - python.get((label, name), 0):+,.0f}"
+                 for name, _ in EVENTS]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer steps")
@@ -108,8 +170,10 @@ def main():
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             found = {which: pool.submit(count, options.tclsh, which, steps, folder, toggle)
                      for which in STEPS}
-            counts = {which: future.result() for which, future in found.items()}
-    text = table(counts, steps)
+            results = {which: future.result() for which, future in found.items()}
+    counts = {which: result[0] for which, result in results.items()}
+    text = (table(counts, steps) + "\n\n"
+            + library_table({which: result[1] for which, result in results.items()}))
     print(text)
     header = (f"## README's training step, counted: instructions, cache and branch misses "
               f"(bench/step_counts.py)\n\n{machine(options.tclsh)}.\n\n")
