@@ -232,7 +232,9 @@ def _made_from_ruled(scripted):
     one.  Every parameter and buffer of the ruled module must be among
     scripted's: one made from a module inside the ruled one (its fc) shares
     only some, and that module called from Python runs without the rule
-    too; so does one that only shares a tied weight.  A ruled module without
+    too.  (A module whose tied weights are all of a ruled module's tensors
+    cannot be told from a copy of it: its TorchScript copy is refused too,
+    though the Python module runs without the rule.)  A ruled module without
     parameters or buffers (a ReLU) cannot be told by this.  A ruled module
     that holds scripted (a Python model with a TorchScript part) shares its
     tensors by holding it, and its rule does apply there: not counted."""
