@@ -23,7 +23,6 @@ nothing.  Writes its section of bench/RESULTS.md.
 """
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -57,18 +56,17 @@ def build_toggle(folder):
 
 
 def count(tclsh, which, steps, folder, toggle):
-    """Each event's count per step, for `steps` steps of one of the three."""
+    """Each event's count per step, for `steps` steps of one of the five,
+    and by_library's split of it (whose sum is callgrind's summary)."""
     out = folder / f"callgrind.{which}"
     env = dict(tcl_env(), TCLAMP_COUNTS_TOGGLE=str(toggle))
     subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no", "--cache-sim=yes",
                     "--branch-sim=yes", f"--callgrind-out-file={out}", tclsh,
                     str(HERE / "train_step.tcl"), "cpu", "0", str(steps), "counts", which],
                    env=env, check=True, capture_output=True)
-    text = out.read_text()
-    names = re.search(r"^events: (.*)$", text, re.M).group(1).split()
-    totals = re.search(r"^summary: (.*)$", text, re.M).group(1).split()
-    per_step = {name: int(total) / steps for name, total in zip(names, totals)}
-    return {name: per_step[name] for name, _ in EVENTS}, by_library(out, steps)
+    found = by_library(out, steps)
+    return {name: sum(value for (_, event), value in found.items() if event == name)
+            for name, _ in EVENTS}, found
 
 
 # Which code each count falls in: a shared object's file name, by the
@@ -79,6 +77,7 @@ LIBRARIES = (("Tcl (libtcl)", ("libtcl",)), ("the bridge (tclamp's C)", ("_bridg
              ("the C and C++ run-time (libc, ld.so, libstdc++, ...)",
               ("libc.", "libc-", "ld-linux", "libm.", "libstdc++", "libgcc", "libpthread")))
 OTHER = "the rest"
+COST_LINE_START = frozenset("0123456789+-*")   # a position, absolute or relative
 
 
 def library_of(path):
@@ -105,7 +104,7 @@ def by_library(out, steps):
                     current = objects.get(ident, name)
             elif line.startswith("calls="):
                 after_call = True
-            elif line[:1] in set("0123456789+-*"):
+            elif line[:1] in COST_LINE_START:
                 if after_call:
                     after_call = False
                     continue
