@@ -65,7 +65,7 @@ def install_tcl(directory):
     made = [str(d) for d in [index.parent, *index.parent.parents] if not d.exists()]
     made += [d for d in made_by_install(index) if d not in made]
     # An index another environment's install-tcl wrote names its Python last.
-    before = (line or "").rstrip("\n").rpartition(PYTHON_STARTS)[2]
+    before = python_started(line or "")
     replaced = (f"; it replaces the index that started {before}"
                 if WRITTEN in (line or "")
                 and before != sys.executable.replace("\n", "\\n") else "")
@@ -86,6 +86,11 @@ MADE = "# made by install-tcl: "
 WRITTEN = "written by `tclamp install-tcl`"
 INDEX_START = "# tclamp "           # the first line of every index of tclamp's
 PYTHON_STARTS = ", and Python starts from "
+
+
+def python_started(line):
+    """The Python an index's first line names last (the Python it starts)."""
+    return line.rstrip("\n").rpartition(PYTHON_STARTS)[2]
 
 
 def shown(path):
@@ -141,7 +146,7 @@ def uninstall_tcl(directory):
                          "install-tcl wrote: left as it is")
     # An index another environment's install-tcl wrote over this one's
     # starts that environment's Python: while that is there, it is its own.
-    started = line.rstrip("\n").rpartition(PYTHON_STARTS)[2]
+    started = python_started(line)
     if PYTHON_STARTS in line and not same_environment(started):
         raise SystemExit(f"tclamp uninstall-tcl: {shown(index)} starts {started}, another "
                          "environment's tclamp: left as it is (its tclamp uninstall-tcl "
