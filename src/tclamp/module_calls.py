@@ -11,6 +11,7 @@ arguments alive in a traceback.  The wrapper's own frame holds what it
 replaced, and puts it back in `finally`.
 """
 import copy
+import itertools
 import sys
 import threading
 import weakref
@@ -229,27 +230,53 @@ def _made_from_ruled(scripted):
     that holds it): torch.jit.script and torch.jit.trace make new module
     objects, which share the Python model's parameters and buffers, so a
     rule on the model's module was silently not applied to the TorchScript
-    one.  Every parameter and buffer of the ruled module must be among
-    scripted's: one made from a module inside the ruled one (its fc) shares
-    only some, and that module called from Python runs without the rule
-    too.  (A module whose tied weights are all of a ruled module's tensors
-    cannot be told from a copy of it: its TorchScript copy is refused too,
-    though the Python module runs without the rule.)  A ruled module without
-    parameters or buffers (a ReLU) cannot be told by this.  A ruled module
-    that holds scripted (a Python model with a TorchScript part) shares its
-    tensors by holding it, and its rule does apply there: not counted."""
-    mine = {id(tensor) for tensor in (*scripted.parameters(), *scripted.buffers())}
-    if not mine:
+    one.  A copy of the ruled module is a module of scripted (or scripted
+    itself) of the ruled one's class (by name: TorchScript keeps only its
+    original_name) that holds the ruled one's parameters and buffers, each
+    under the same name.  Sharing tensors is not enough: a module whose
+    weight is tied to a ruled one's (an Embedding's weight that is a ruled
+    Linear's) was refused, though called from Python it runs without the
+    rule; one made from a module inside the ruled one (its fc) shares only
+    some of them.  A module of the ruled one's class tied to all its
+    tensors under the same names cannot be told from a copy.  A ruled
+    module without parameters or buffers (a ReLU) cannot be told by this.
+    A ruled module that holds scripted (a Python model with a TorchScript
+    part), whose rule does apply there, names scripted's tensors under
+    scripted's path in it, which no module of scripted has."""
+    names = {}          # id -> the tensor's names in scripted (tied ones: several)
+    for name, tensor in (*scripted.named_parameters(remove_duplicate=False),
+                         *scripted.named_buffers(remove_duplicate=False)):
+        names.setdefault(id(tensor), []).append(name)
+    if not names:
         return False
     for ruled_module, _ in rule_table():
-        if isinstance(ruled_module, torch.jit.ScriptModule) \
-                or any(held is scripted for held in ruled_module.modules()):
+        if isinstance(ruled_module, torch.jit.ScriptModule):
+            continue            # its rule applies where it is called
+        # Its first tensor names the places a copy could be; the rest are
+        # read only where one is (most calls: nowhere).
+        own = itertools.chain(ruled_module.named_parameters(), ruled_module.named_buffers())
+        first_name, first = next(own, (None, None))
+        if first is None:
             continue
-        tensors = {id(tensor)
-                   for tensor in (*ruled_module.parameters(), *ruled_module.buffers())}
-        if tensors and tensors <= mine:
-            return True
+        paths = [name[:len(name) - len(first_name)] for name in names.get(id(first), ())
+                 if name == first_name or name.endswith("." + first_name)]
+        if not paths:
+            continue
+        rest = list(own)
+        for path in paths:
+            if all(path + name in names.get(id(tensor), ()) for name, tensor in rest) \
+                    and _module_at(scripted, path).original_name == type(ruled_module).__name__:
+                return True
     return False
+
+
+def _module_at(scripted, path):
+    """The module of scripted at path ("" or "layers.3."): ScriptModules
+    have no get_submodule."""
+    module = scripted
+    for part in path.split(".")[:-1]:
+        module = module._modules[part]
+    return module
 
 
 def _ruled_call(module, args, kwargs):
