@@ -5,6 +5,7 @@ expanded outputs, forward-mode AD, freed storage, tensor subclasses; and
 differential checks of the trace (module dtypes against forward hooks,
 nonfinite counts against torch.isfinite outside any dispatch mode)."""
 import random
+import textwrap
 
 import pytest
 import torch
@@ -107,6 +108,83 @@ def test_a_library_that_puts_torchs_own_call_back_does_not_drop_rules(monkeypatc
         module_calls.set_rule(first, "cpu", None)
         module_calls.set_rule(second, "cpu", None)
     assert torch.nn.Module.__dict__["__call__"] is torch_own
+
+
+@pytest.mark.parametrize("style", ["closure", "global", "functools.wraps"])
+@pytest.mark.parametrize("target", ["__call__", "_wrapped_call_impl"])
+def test_a_class_bound_to_a_call_another_library_wrapped_before_tclamp_is_refused(
+        tmp_path, target, style):
+    """A library that replaced Module.__call__ or Module._wrapped_call_impl
+    with a wrapper calling torch's own before tclamp was imported: a class
+    bound to _wrapped_call_impl (torch's own under a wrapped __call__, the
+    wrapper when that was wrapped) was taken for a class with its own
+    __call__, and its float32 rule was set and silently not applied
+    (bfloat16).  Bound to any of torch's three, wrapped or not, it is
+    refused; a plain module is ruled, and the library's wrapper still runs."""
+    import processes
+    wrapper = {
+        "closure": """
+            def wrap(replaced):
+                def counting(self, *args, **kwargs):
+                    calls.add(type(self).__name__)
+                    return replaced(self, *args, **kwargs)
+                return counting
+            setattr(torch.nn.Module, TARGET, wrap(torch.nn.Module.__dict__[TARGET]))
+            """,
+        "global": """
+            replaced = torch.nn.Module.__dict__[TARGET]
+            def counting(self, *args, **kwargs):
+                calls.add(type(self).__name__)
+                return replaced(self, *args, **kwargs)
+            setattr(torch.nn.Module, TARGET, counting)
+            """,
+        "functools.wraps": """
+            def wrap(replaced):
+                @functools.wraps(replaced)
+                def counting(self, *args, **kwargs):
+                    calls.add(type(self).__name__)
+                    return replaced(self, *args, **kwargs)
+                return counting
+            setattr(torch.nn.Module, TARGET, wrap(torch.nn.Module.__dict__[TARGET]))
+            """,
+    }[style]
+    (tmp_path / "library.py").write_text(
+        f"import functools\nimport torch\nTARGET, calls = {target!r}, set()\n"
+        + textwrap.dedent(wrapper))
+    r = processes.python(tmp_path, r"""
+        import torch
+        import library
+        import tclamp
+        class BoundCall(torch.nn.Linear):
+            __call__ = torch.nn.Module.__call__
+        class BoundWrapped(torch.nn.Linear):
+            __call__ = torch.nn.Module._wrapped_call_impl
+        class BoundImpl(torch.nn.Linear):
+            __call__ = torch.nn.Module._call_impl
+        modules = [torch.nn.Linear(4, 2), BoundCall(4, 2), BoundWrapped(4, 2), BoundImpl(4, 2)]
+        tclamp.tcl.eval('''
+            py exec {import __main__}
+            proc rule {i} {
+                set module [py eval "__main__.modules\[$i\]"]
+                if {[catch {torch::autocast_module_dtype $module float32 cpu} message options]} {
+                    return [list 1 $message [dict get $options -errorcode]]
+                }
+                return [list 0 $message]
+            }''')
+        for i in range(len(modules)):
+            print(tclamp.tcl.eval(f"rule {i}"))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            print(*[str(module(torch.randn(3, 4)).dtype) for module in modules])
+        print(*sorted(library.calls))
+    """)
+    processes.assert_clean(r)
+    refused = ("1 {Invalid module: its class's __call__ is torch's own torch.nn.Module.__call__,"
+               " bound when the class was made, which does not go through the rule}"
+               " {TCLAMP INVALID_VALUE -module}")
+    ran = "BoundCall Linear" if target == "__call__" else "BoundWrapped"
+    assert r.stdout.split("\n") == [
+        "0 {module dtype set}", refused, refused, refused,
+        "torch.float32 torch.bfloat16 torch.bfloat16 torch.bfloat16", ran, ""], r.report
 
 
 @pytest.mark.parametrize("make", ["script", "trace"])

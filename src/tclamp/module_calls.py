@@ -14,6 +14,7 @@ import copy
 import itertools
 import sys
 import threading
+import types
 import weakref
 
 import torch
@@ -199,20 +200,61 @@ def is_compiled(module):
 
 def binds_torch_call(module):
     """Whether module's class, or a base of it below torch.nn.Module, holds
-    torch's own Module.__call__ (or _call_impl) as its __call__, bound when
-    the class was made (`__call__ = torch.nn.Module.__call__`): calling it
-    never reaches tclamp's wrapper, so a rule on it was silently not
-    applied.  A class's own __call__ above such a base is no way round it:
-    its `super().__call__(x)` finds the base's (a rule on it was accepted and
+    torch's own Module.__call__ (or _call_impl), or another library's
+    wrapper of it, as its __call__, bound when the class was made
+    (`__call__ = torch.nn.Module.__call__`): calling it never reaches
+    tclamp's wrapper, so a rule on it was silently not applied.  A class's
+    own __call__ above such a base is no way round it: its
+    `super().__call__(x)` finds the base's (a rule on it was accepted and
     not applied), so the base counts whatever that __call__ does."""
-    torch_impl = vars(torch.nn.Module).get("_call_impl")
     for klass in type(module).__mro__:
         if klass is torch.nn.Module:
             return False
         found = vars(klass).get("__call__")
-        if found is not None and (found is _torch_call or found is torch_impl):
+        if found is not None and _calls_torch_call(found):
             return True
     return False
+
+
+_TORCH_CALLS = ("_wrapped_call_impl", "_call_impl")
+
+
+def _calls_torch_call(function):
+    """Whether function is torch's own Module._wrapped_call_impl or
+    _call_impl, or calls one of them by what it holds: a wrapper another
+    library put in place of Module.__call__ or _wrapped_call_impl (before
+    or after tclamp was loaded) was taken for a class's own __call__, and a
+    rule on a class bound to it was silently not applied.  torch's own are told by
+    the module that defined them and their name, as Module's attributes may
+    be wrappers now.  A wrapper holds what it calls as functools.wraps's
+    __wrapped__, in its closure, as a default, or as a global its code
+    reads; a class's own __call__ that calls super().__call__ holds none of
+    them.  One that holds tclamp's `call` (put over it while a rule was
+    set) goes through the rules."""
+    torch_globals = vars(sys.modules[torch.nn.Module.__module__])
+    seen, waiting = set(), [function]
+    while waiting:
+        function = waiting.pop()
+        if not isinstance(function, types.FunctionType) or function is call \
+                or id(function) in seen:
+            continue
+        seen.add(id(function))
+        if function.__globals__ is torch_globals and function.__code__.co_name in _TORCH_CALLS:
+            return True
+        waiting.extend((getattr(function, "__wrapped__", None),
+                        *(function.__defaults__ or ()),
+                        *(function.__kwdefaults__ or {}).values(),
+                        *_closure_values(function),
+                        *(function.__globals__.get(name) for name in function.__code__.co_names)))
+    return False
+
+
+def _closure_values(function):
+    for cell in function.__closure__ or ():
+        try:
+            yield cell.cell_contents
+        except ValueError:      # a variable not yet (or no longer) set
+            pass
 
 
 # What a TorchScript module's compiled code would not apply, after what it
