@@ -110,7 +110,7 @@ def test_a_library_that_puts_torchs_own_call_back_does_not_drop_rules(monkeypatc
     assert torch.nn.Module.__dict__["__call__"] is torch_own
 
 
-@pytest.mark.parametrize("style", ["closure", "global", "functools.wraps"])
+@pytest.mark.parametrize("style", ["closure", "global", "functools.wraps", "object"])
 @pytest.mark.parametrize("target", ["__call__", "_wrapped_call_impl"])
 def test_a_class_bound_to_a_call_another_library_wrapped_before_tclamp_is_refused(
         tmp_path, target, style):
@@ -146,6 +146,19 @@ def test_a_class_bound_to_a_call_another_library_wrapped_before_tclamp_is_refuse
                     return replaced(self, *args, **kwargs)
                 return counting
             setattr(torch.nn.Module, TARGET, wrap(torch.nn.Module.__dict__[TARGET]))
+            """,
+        # A wrapper that is an object holding what it wraps, as wrapt makes:
+        # a class bound to it was not looked into (ruled, and bfloat16).
+        "object": """
+            class Counting:
+                def __init__(self, replaced):
+                    self.__wrapped__ = replaced
+                def __get__(self, instance, owner=None):
+                    return self if instance is None else functools.partial(self, instance)
+                def __call__(self, module, *args, **kwargs):
+                    calls.add(type(module).__name__)
+                    return self.__wrapped__(module, *args, **kwargs)
+            setattr(torch.nn.Module, TARGET, Counting(torch.nn.Module.__dict__[TARGET]))
             """,
     }[style]
     (tmp_path / "library.py").write_text(

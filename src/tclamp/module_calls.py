@@ -11,6 +11,7 @@ arguments alive in a traceback.  The wrapper's own frame holds what it
 replaced, and puts it back in `finally`.
 """
 import copy
+import functools
 import itertools
 import sys
 import threading
@@ -235,10 +236,12 @@ def _calls_torch_call(function):
     seen, waiting = set(), [function]
     while waiting:
         function = waiting.pop()
-        if not isinstance(function, types.FunctionType) or function is call \
-                or id(function) in seen:
+        if function is None or function is call or id(function) in seen:
             continue
         seen.add(id(function))
+        if not isinstance(function, types.FunctionType):
+            waiting.append(_wrapped_by(function))
+            continue
         if function.__globals__ is torch_globals and function.__code__.co_name in _TORCH_CALLS:
             return True
         waiting.extend((getattr(function, "__wrapped__", None),
@@ -247,6 +250,20 @@ def _calls_torch_call(function):
                         *_closure_values(function),
                         *(function.__globals__.get(name) for name in function.__code__.co_names)))
     return False
+
+
+def _wrapped_by(wrapper):
+    """What a wrapper that is no function calls: a partial's or
+    partialmethod's func, or what a callable object (a wrapt-style
+    wrapper) holds as __wrapped__; such a wrapper bound as a class's
+    __call__ was not looked into, and the class's rule was set and not
+    applied.  Classes and modules are not looked into, nor other
+    attributes of just any object: a mock makes them as they are read."""
+    if isinstance(wrapper, (functools.partial, functools.partialmethod)):
+        return wrapper.func
+    if callable(wrapper) and not isinstance(wrapper, (type, types.ModuleType)):
+        return getattr(wrapper, "__wrapped__", None)
+    return None
 
 
 def _closure_values(function):
