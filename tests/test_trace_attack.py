@@ -200,6 +200,50 @@ def test_a_class_bound_to_a_call_another_library_wrapped_before_tclamp_is_refuse
         "torch.float32 torch.bfloat16 torch.bfloat16 torch.bfloat16", ran, ""], r.report
 
 
+def test_a_helper_that_only_names_a_library_wrapper_does_not_refuse_a_class_that_calls_super():
+    """A class's own __call__ calls a profiler's is_enabled() (a global)
+    and then super().__call__: it goes through the rule.  is_enabled only
+    names the profiler's wrapper, which holds torch's own as a global, but
+    all that the __call__ reached was looked into: the class was refused
+    as bound to torch's own call.  A class bound to the wrapper itself, or
+    to one that calls torch's own through a helper, is still refused."""
+    from tclamp import module_rules
+    from tclamp.errors import UsageError
+    profiler = {"torch": torch}
+    exec(textwrap.dedent("""
+        _original = torch.nn.Module.__call__
+        def profiled_call(self, *args, **kwargs):
+            return _original(self, *args, **kwargs)
+        def is_enabled():
+            return torch.nn.Module.__dict__["__call__"] is profiled_call
+        def through(self, *args, **kwargs):
+            return _original(self, *args, **kwargs)
+        def delegating(self, *args, **kwargs):
+            return through(self, *args, **kwargs)
+        """), profiler)
+    user = {"torch": torch, "is_enabled": profiler["is_enabled"]}
+    exec(textwrap.dedent("""
+        class Logged(torch.nn.Linear):
+            def __call__(self, x):
+                if is_enabled():
+                    print("profiled")
+                return super().__call__(x)
+        """), user)
+    logged, x = user["Logged"](4, 4), torch.randn(2, 4)
+    bound = [type("Bound", (torch.nn.Linear,), {"__call__": profiler[name]})(4, 4)
+             for name in ("profiled_call", "delegating")]
+    assert module_rules.set_rule(logged, torch.float32, "cpu") == "module dtype set"
+    try:
+        assert under_bfloat16(lambda: logged(x)).dtype == torch.float32
+        for module in bound:
+            with pytest.raises(UsageError,
+                               match="^Invalid module: its class's __call__ is torch's own"):
+                module_rules.set_rule(module, torch.float32, "cpu")
+    finally:
+        module_rules.set_rule(logged, None, "cpu")
+    assert module_calls.rule_table() == []
+
+
 @pytest.mark.parametrize("make", ["script", "trace"])
 def test_a_rule_inside_a_torchscript_module_is_an_error_not_ignored(make):
     """TorchScript runs a submodule's forward without Module.__call__: a

@@ -207,11 +207,17 @@ def binds_torch_call(module):
     tclamp's wrapper, so a rule on it was silently not applied.  A class's
     own __call__ above such a base is no way round it: its
     `super().__call__(x)` finds the base's (a rule on it was accepted and
-    not applied), so the base counts whatever that __call__ does."""
+    not applied), so the base counts whatever that __call__ does.  Nor is
+    what a __call__ calls on the way there (a helper of it that only names
+    a library's wrapper, `Module.__call__ is wrapper`, made the class
+    refused): one whose code names __call__ goes on to the base's, which
+    is what is looked at next."""
     for klass in type(module).__mro__:
         if klass is torch.nn.Module:
             return False
         found = vars(klass).get("__call__")
+        if isinstance(found, types.FunctionType) and "__call__" in found.__code__.co_names:
+            continue
         if found is not None and _calls_torch_call(found):
             return True
     return False
