@@ -200,6 +200,28 @@ def test_a_class_bound_to_a_call_another_library_wrapped_before_tclamp_is_refuse
         "torch.float32 torch.bfloat16 torch.bfloat16 torch.bfloat16", ran, ""], r.report
 
 
+def test_a_proxy_that_refuses_to_be_read_does_not_fail_the_rule():
+    """What a callable object that a __call__ holds wraps is read as its
+    __wrapped__: a proxy whose target is not there (one of a web
+    framework's, outside its context) raises an error other than
+    AttributeError there, which failed torch::autocast_module_dtype."""
+    from tclamp import module_rules
+
+    class Proxy:
+        def __call__(self, *args):
+            return args
+        def __getattr__(self, name):
+            raise RuntimeError("working outside of the context")
+    proxy = Proxy()
+
+    class UsesProxy(torch.nn.Linear):
+        def __call__(self, x):
+            return self.forward(proxy(x)[0])
+    module = UsesProxy(4, 4)
+    assert module_rules.set_rule(module, torch.float32, "cpu") == "module dtype set"
+    assert module_rules.set_rule(module, None, "cpu") == "module dtype removed"
+
+
 def test_a_helper_that_only_names_a_library_wrapper_does_not_refuse_a_class_that_calls_super():
     """A class's own __call__ calls a profiler's is_enabled() (a global)
     and then super().__call__: it goes through the rule.  is_enabled only

@@ -268,7 +268,10 @@ def _wrapped_by(wrapper):
     if isinstance(wrapper, (functools.partial, functools.partialmethod)):
         return wrapper.func
     if callable(wrapper) and not isinstance(wrapper, (type, types.ModuleType)):
-        return getattr(wrapper, "__wrapped__", None)
+        try:
+            return getattr(wrapper, "__wrapped__", None)
+        except Exception:       # a proxy with nothing behind it (outside its context)
+            return None
     return None
 
 
