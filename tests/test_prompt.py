@@ -458,6 +458,32 @@ def test_script_ends_as_in_tclsh(tmp_path, name):
         (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode)
 
 
+def test_an_error_with_a_lone_surrogate_is_written_as_tclsh_writes_it(tmp_path):
+    """An error whose message holds a lone surrogate: tclamp wrote Python's
+    escape for it (the six characters \\ud800) where tclsh writes it
+    through Tcl's stderr: Tcl 8.6 the surrogate's three bytes, Tcl 9 (its
+    stderr replaces what it cannot encode) U+FFFD.  Both in a script's
+    errorInfo and in the message of a command read from a pipe."""
+    (tmp_path / "lone.tcl").write_text('puts a\nerror "p[format %c 0xD800]q"\n')
+    by_tclsh = subprocess.run([TCLSH, "lone.tcl"], capture_output=True, cwd=tmp_path,
+                              env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp", "lone.tcl"],
+                               capture_output=True, cwd=tmp_path)
+    written = b"\xef\xbf\xbd" if TCL9 else b"\xed\xa0\x80"
+    assert by_tclsh.stderr.startswith(b"p" + written + b"q\n    while executing\n")
+    assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
+        (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == \
+        (b"a\n", by_tclsh.stderr, 1)
+    commands = b'puts a\nerror "p[format %c 0xD800]q"\nputs b\n'
+    by_tclsh = subprocess.run([TCLSH], input=commands, capture_output=True, cwd=tmp_path,
+                              env=tcl_env())
+    by_tclamp = subprocess.run([sys.executable, "-m", "tclamp"], input=commands,
+                               capture_output=True, cwd=tmp_path)
+    assert (by_tclamp.stdout, by_tclamp.stderr, by_tclamp.returncode) == \
+        (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == \
+        (b"a\nb\n", b"p" + written + b"q\n", 0)
+
+
 @pytest.mark.parametrize("name", ["no_such.tcl", "a_directory"])
 def test_a_script_that_cannot_be_read_fails_as_in_tclsh(tmp_path, name):
     """tclsh prints the message alone; tclamp added `while executing

@@ -300,11 +300,29 @@ def banner(interp):
             "exit or Ctrl-D to leave")
 
 
-def report(message):
+def report(message, interp=None):
     """Prints to stderr, as tclsh does, and nowhere when it is closed
-    (sys.stderr is then None, and print would write to stdout)."""
-    if sys.stderr is not None:
-        print(message, file=sys.stderr)
+    (sys.stderr is then None, and print would write to stdout).  Text that
+    Python's stderr cannot encode (a lone surrogate, which Python would
+    write as the six characters of its escape, \\ud800) goes out as tclsh
+    writes an error, through `interp`'s stderr: Tcl 8.6 writes the
+    surrogate's three bytes, Tcl 9 (whose stderr replaces what it cannot
+    encode) U+FFFD."""
+    if sys.stderr is None:
+        return
+    if interp is not None:
+        try:
+            message.encode(sys.stderr.encoding or "utf-8")
+        except UnicodeEncodeError:
+            sys.stderr.flush()
+            try:
+                interp.call("chan", "puts", "stderr", message)
+                return
+            except TclError:
+                pass
+        except LookupError:
+            pass
+    print(message, file=sys.stderr)
 
 
 def source(evaluator, path, encoding=None):
@@ -393,7 +411,7 @@ def run_read(evaluator, script, traceback=False, **file):
         if evaluator.interrupted:
             report("interrupted")
         elif evaluator.exit_code is None:
-            report(error.errorinfo if traceback else error.result)
+            report(error.errorinfo if traceback else error.result, evaluator.interp)
     return None
 
 
