@@ -493,3 +493,32 @@ def test_all_tcl_runs_the_tcltest_files_without_pytest(tmp_path):
     total, passed, skipped, failed = counts[-1]
     assert (failed, total) == (0, passed + skipped)
     assert r.stdout.endswith(f"Ran {len(files)} test files.\n") and r.returncode == 0
+
+
+def test_all_tcl_echoes_output_that_is_no_utf8_and_counts_the_file(tmp_path):
+    """A test file whose case writes bytes that are no UTF-8 (a raw byte, a
+    surrogate's three bytes): all.tcl echoes them as Tcl 8.6 reads and
+    writes them, and counts the file by its summary.  On Tcl 9 in a UTF-8
+    locale its pipe refused them: the rest of the file's output was lost
+    and the file, whose case passed, was reported as printing no summary
+    (exit status 1).  (In the C locale Tcl reads and writes ISO 8859-1,
+    which takes every byte.)"""
+    (tmp_path / "raw.test").write_text(
+        "package require tcltest\n"
+        "tcltest::test raw-1 {writes bytes that are no UTF-8} -body {\n"
+        "    chan configure stdout -translation binary\n"
+        '    puts -nonewline "\\xff\\n\\xed\\xa0\\x80\\n"\n'
+        "    flush stdout\n"
+        "    chan configure stdout -translation auto -encoding utf-8\n"
+        "    puts {after the bytes}\n"
+        "    return ok\n"
+        "} -result ok\n"
+        "tcltest::cleanupTests\n")
+    r = subprocess.run([shutil.which(TCLSH), str(ROOT / "tests" / "all.tcl"),
+                        "-testdir", str(tmp_path)], cwd=tmp_path, env={"LANG": "C.UTF-8"},
+                       capture_output=True, timeout=120)
+    assert (r.stdout, r.stderr, r.returncode) == (
+        b"raw.test\n\xc3\xbf\n\xed\xa0\x80\nafter the bytes\n"
+        b"raw.test:\tTotal\t1\tPassed\t1\tSkipped\t0\tFailed\t0\n\n"
+        b"all.tcl:\tTotal\t1\tPassed\t1\tSkipped\t0\tFailed\t0\n"
+        b"Ran 1 test files.\n", b"", 0)
