@@ -318,6 +318,8 @@ def _made_from_ruled(scripted):
     if not names:
         return False
     for ruled_module, _ in rule_table():
+        if isinstance(ruled_module, torch.jit.ScriptModule):
+            continue            # its rule applies where it is called
         # Its first tensor names the places a copy could be; the rest are
         # read only where one is (most calls: nowhere).
         first_name, first = _first_tensor(ruled_module)
@@ -325,8 +327,8 @@ def _made_from_ruled(scripted):
             continue
         paths = [name[:len(name) - len(first_name)] for name in names.get(id(first), ())
                  if name == first_name or name.endswith("." + first_name)]
-        if not paths or isinstance(ruled_module, torch.jit.ScriptModule):
-            continue            # a ScriptModule's rule applies where it is called
+        if not paths:
+            continue
         rest = [(name, tensor) for name, tensor in itertools.chain(
             ruled_module.named_parameters(), ruled_module.named_buffers()) if tensor is not first]
         for path in paths:
