@@ -200,44 +200,75 @@ def is_compiled(module):
 
 
 def binds_torch_call(module):
-    """Whether module's class, or a base of it below torch.nn.Module, holds
-    torch's own Module.__call__ (or _call_impl), or another library's
-    wrapper of it, as its __call__, bound when the class was made
-    (`__call__ = torch.nn.Module.__call__`): calling it never reaches
-    tclamp's wrapper, so a rule on it was silently not applied.  A class's
-    own __call__ above such a base is no way round it: its
+    """Why module's class never reaches tclamp's wrapper, or None.  Its
+    class, or a base of it below torch.nn.Module, holds torch's own
+    Module.__call__ (or _call_impl), or another library's wrapper of it, as
+    its __call__, bound when the class was made (`__call__ =
+    torch.nn.Module.__call__`); or its __call__ calls _call_impl or
+    _wrapped_call_impl by name (`self._call_impl(x)`,
+    `torch.nn.Module._call_impl(self, x)`), which runs forward without
+    Module.__call__.  Either way a rule on it was silently not applied.
+    A class's own __call__ above such a base is no way round it: its
     `super().__call__(x)` finds the base's (a rule on it was accepted and
     not applied), so the base counts whatever that __call__ does.  Nor is
     what a __call__ calls on the way there (a helper of it that only names
     a library's wrapper, `Module.__call__ is wrapper`, made the class
     refused): one whose code names __call__ goes on to the base's, which
-    is what is looked at next."""
+    is what is looked at next, unless it also names _call_impl or
+    _wrapped_call_impl.
+    The answer names what was found, for the message: (what the class
+    holds as __call__, the function that names torch's, or None where
+    that is what the class holds, and torch's function or the name it
+    calls)."""
     for klass in type(module).__mro__:
         if klass is torch.nn.Module:
-            return False
+            return None
         found = vars(klass).get("__call__")
-        if isinstance(found, types.FunctionType) and "__call__" in found.__code__.co_names:
+        if found is None:
             continue
-        if found is not None and _calls_torch_call(found):
-            return True
-    return False
+        if isinstance(found, types.FunctionType) and not _in_torch(found):
+            names = _code_names(found.__code__)
+            called = next((name for name in _TORCH_CALLS if name in names), None)
+            if called is not None:
+                return found, found, called
+            if "__call__" in names:
+                continue
+        reached = _calls_torch_call(found)
+        if reached is not None:
+            return (found, *reached)
+    return None
 
 
 _TORCH_CALLS = ("_wrapped_call_impl", "_call_impl")
 
 
+def _code_names(code):
+    """The attribute and global names code reads, and those of the code
+    made inside it (a lambda, a comprehension on Python 3.11)."""
+    names, waiting = set(), [code]
+    while waiting:
+        code = waiting.pop()
+        names.update(code.co_names)
+        waiting.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+    return names
+
+
 def _calls_torch_call(function):
     """Whether function is torch's own Module._wrapped_call_impl or
-    _call_impl, or calls one of them by what it holds: a wrapper another
-    library put in place of Module.__call__ or _wrapped_call_impl (before
-    or after tclamp was loaded) was taken for a class's own __call__, and a
-    rule on a class bound to it was silently not applied.  torch's own are told by
-    the module that defined them and their name, as Module's attributes may
-    be wrappers now.  A wrapper holds what it calls as functools.wraps's
-    __wrapped__, in its closure, as a default, or as a global its code
-    reads; a class's own __call__ that calls super().__call__ holds none of
-    them.  One that holds tclamp's `call` (put over it while a rule was
-    set) goes through the rules."""
+    _call_impl, or calls one of them by what it holds or by name: a wrapper
+    another library put in place of Module.__call__ or _wrapped_call_impl
+    (before or after tclamp was loaded) was taken for a class's own
+    __call__, and a rule on a class bound to it was silently not applied.
+    torch's own are told by the module that defined them and their name,
+    as Module's attributes may be wrappers now.  A wrapper holds what it
+    calls as functools.wraps's __wrapped__, in its closure, as a default,
+    or as a global its code reads; a class's own __call__ that calls
+    super().__call__ holds none of them.  One that holds tclamp's `call`
+    (put over it while a rule was set) goes through the rules.  A function
+    of the user's or a library's (not torch's) that names _call_impl or
+    _wrapped_call_impl calls it by name, past Module.__call__.  The
+    answer, where it calls one: (the function of torch's found, None), or
+    (the function that names one, the name)."""
     torch_globals = vars(sys.modules[torch.nn.Module.__module__])
     seen, waiting = set(), [function]
     while waiting:
@@ -248,14 +279,51 @@ def _calls_torch_call(function):
         if not isinstance(function, types.FunctionType):
             waiting.append(_wrapped_by(function))
             continue
-        if function.__globals__ is torch_globals and function.__code__.co_name in _TORCH_CALLS:
-            return True
+        if function.__globals__ is torch_globals:
+            if function.__code__.co_name in _TORCH_CALLS:
+                return function, None
+        elif not _in_torch(function):
+            names = _code_names(function.__code__)
+            called = next((name for name in _TORCH_CALLS if name in names), None)
+            if called is not None:
+                return function, called
         waiting.extend((getattr(function, "__wrapped__", None),
                         *(function.__defaults__ or ()),
                         *(function.__kwdefaults__ or {}).values(),
                         *_closure_values(function),
                         *(function.__globals__.get(name) for name in function.__code__.co_names)))
-    return False
+    return None
+
+
+def _in_torch(function):
+    """Whether function is torch's: torch's own code that names _call_impl
+    (torch.compile's) is not a class's way round Module.__call__."""
+    name = function.__globals__.get("__name__") or ""
+    return name == "torch" or name.startswith("torch.")
+
+
+def qualified_name(function):
+    """A function's module and qualified name as its code was written:
+    functools.wraps copies the wrapped function's __module__ and
+    __qualname__ onto a wrapper, which would name torch's for a library's
+    one.  Another callable is named by its class.  Code run with globals
+    of its own (exec) has no module name."""
+    if isinstance(function, types.FunctionType):
+        code, module = function.__code__, function.__globals__.get("__name__")
+        name = getattr(code, "co_qualname", None)
+        if name is None:        # Python 3.10: only a wrapper's own name is sure
+            name = code.co_name if hasattr(function, "__wrapped__") else function.__qualname__
+        return f"{module}.{name}" if isinstance(module, str) else name
+    klass = type(function)
+    return f"{klass.__module__}.{klass.__qualname__}"
+
+
+def torch_call_name(function):
+    """What a user knows torch's function by: Module.__call__ is
+    _wrapped_call_impl."""
+    if function.__code__.co_name == "_wrapped_call_impl":
+        return "torch.nn.Module.__call__"
+    return "torch.nn.Module." + function.__code__.co_name
 
 
 def _wrapped_by(wrapper):

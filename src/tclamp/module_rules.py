@@ -8,6 +8,8 @@ out of low precision.  Children run under their parent's rule unless they
 have their own: the innermost rule wins.  module_calls does it around the
 module's call, so neither the model's code nor the module is touched.
 """
+import types
+
 import torch
 
 from . import module_calls
@@ -25,15 +27,34 @@ COMPILED = ("Invalid module: a torch.compile'd module cannot have a rule;"
             " compiled code would not apply it")
 
 
-BOUND_CALL = ("Invalid module: its class's __call__ is torch's own torch.nn.Module.__call__,"
-              " bound when the class was made, which does not go through the rule")
+BOUND_CALL = ("Invalid module: its class's __call__ is {found}, bound when the class was made,"
+              " which does not go through the rule")
+CALL_BY_NAME = ("Invalid module: its class's __call__, {found}, calls torch.nn.Module.{name}"
+                " by name{through}, not torch.nn.Module.__call__, so it does not go through"
+                " the rule")
+
+
+def unruled_call(why):
+    """The message for what binds_torch_call found: it names what the
+    class holds, as the message that said "torch's own
+    torch.nn.Module.__call__" for another library's wrapper of it left a
+    user wondering where torch's own was."""
+    found, function, name = why
+    what = (module_calls.qualified_name(found) if isinstance(found, types.FunctionType)
+            else f"a {module_calls.qualified_name(found)} object")
+    if name is not None:
+        through = "" if function is found else f" (in {module_calls.qualified_name(function)})"
+        return CALL_BY_NAME.format(found=what, name=name, through=through)
+    torch_own = f"torch's own {module_calls.torch_call_name(function)}"
+    return BOUND_CALL.format(found=torch_own if function is found
+                             else f"{what} (which calls {torch_own})")
 
 
 def set_rule(module, dtype, device_type):
     if dtype is not None and module_calls.is_compiled(module):
         raise UsageError("INVALID_VALUE", COMPILED, "-module")
-    if dtype is not None and module_calls.binds_torch_call(module):
-        raise UsageError("INVALID_VALUE", BOUND_CALL, "-module")
+    if dtype is not None and (why := module_calls.binds_torch_call(module)) is not None:
+        raise UsageError("INVALID_VALUE", unruled_call(why), "-module")
     module_calls.set_rule(module, device_type, dtype)
     return "module dtype set" if dtype is not None else "module dtype removed"
 
