@@ -38,6 +38,11 @@ class RuleTable:
 
     def __init__(self):
         self.data = {}
+        # Another value whenever a module gets or loses its entry (set,
+        # removed, or gone with its module), after the change: what is
+        # worked out from the modules ruled (_rules_summary) is kept under
+        # it.  next() on a count is one step, on any thread.
+        self.generation = next(_generations)
 
     def get(self, module, default=None):
         entry = self.data.get(id(module))
@@ -53,18 +58,25 @@ class RuleTable:
         key, table = id(module), weakref.ref(self)
 
         def gone(ref):
-            data = getattr(table(), "data", None)
+            owner = table()
+            data = getattr(owner, "data", None)
             if data is not None and data.get(key, (None,))[0] is ref:
                 data.pop(key, None)
+                owner.generation = next(_generations)
                 if not data:        # the last ruled module went: torch's own again
                     with _lock:
                         _update()
         self.data[key] = (weakref.ref(module, gone), dtypes)
+        self.generation = next(_generations)
 
     def __delitem__(self, module):
         if self.get(module) is None:
             raise KeyError(module)
         del self.data[id(module)]
+        self.generation = next(_generations)
+
+
+_generations = itertools.count()
 
 
 # module -> {device type: dtype}; a module that goes away takes its rules
@@ -406,6 +418,94 @@ def _made_from_ruled(scripted):
     return False
 
 
+# (rules.generation, weak references to the ruled modules that are no
+# ScriptModule, the ids of those that are): what a TorchScript module's call
+# needs of the rules to know that none can concern it.
+_summary = (None, (), frozenset())
+
+
+def _rules_summary():
+    """The ruled Python modules (weakly) and the ids of the ruled
+    ScriptModules, worked out again only when a module got or lost its
+    rule (not for each call of a TorchScript module: every call walked
+    the TorchScript module's modules and tensors, and copied each rule's
+    dtypes, also where no rule could concern it).  The generation is read
+    before the table, so a change made meanwhile gives another one and is
+    read at the next call.  The modules' classes are not kept: a module's
+    __class__ can be set."""
+    global _summary
+    generation = rules.generation
+    summary = _summary
+    if summary[0] != generation:
+        refs, scripts = [], set()
+        for ref, _ in rules.data.copy().values():
+            module = ref()
+            if isinstance(module, torch.jit.ScriptModule):
+                scripts.add(id(module))
+            elif module is not None:
+                refs.append(ref)
+        summary = _summary = (generation, tuple(refs), frozenset(scripts))
+    return summary[1:]
+
+
+def _may_hold_a_copy(scripted, ruled):
+    """Whether _made_from_ruled could find a copy of a ruled Python module
+    in scripted: only in a module of its class, by name."""
+    names = _original_names(scripted)
+    return names is None or any(
+        module is not None and type(module).__name__ in names
+        for module in (ref() for ref in ruled))
+
+
+# id -> (weak reference, the original_name of each module in it), per
+# TorchScript module whose modules' classes cannot change.
+_script_names = {}
+
+
+def _original_names(scripted):
+    """The class names (original_name) of scripted and the modules in it,
+    or None where they cannot be read.  _made_from_ruled finds a copy of a
+    ruled module only in a module of its class, so where none of these is
+    the class of a ruled Python module it need not look.  They are read
+    once per TorchScript module: TorchScript refuses a module put in
+    another's place unless it is of the same TorchScript type (same class,
+    same modules), so they stay what they were, except under an attribute
+    declared as a torch.jit.interface, which takes a module of any class
+    that has its methods: a TorchScript module with one is read at every
+    call."""
+    entry = _script_names.get(id(scripted))
+    if entry is not None and entry[0]() is scripted:
+        return entry[1]
+    try:
+        names = frozenset(module.original_name for module in scripted.modules())
+        fixed = not _holds_interface(scripted._c._type())
+    except Exception:           # an old-style ScriptModule without them: look each time
+        return None
+    if fixed:
+        key = id(scripted)
+
+        def gone(ref):
+            if _script_names.get(key, (None,))[0] is ref:
+                _script_names.pop(key, None)
+        _script_names[key] = (weakref.ref(scripted, gone), names)
+    return names
+
+
+def _holds_interface(script_type):
+    """Whether a TorchScript type, or one of its attributes' types at any
+    depth, is a torch.jit.interface."""
+    waiting, seen = [script_type], set()
+    while waiting:
+        held = waiting.pop()
+        if isinstance(held, torch._C.InterfaceType):
+            return True
+        name = str(held)        # a type's Python object is made anew each time it is read
+        if name not in seen:
+            seen.add(name)
+            waiting.extend(held.containedTypes())
+    return False
+
+
 def _first_tensor(module):
     """module's first parameter (else its first buffer) and its name, as
     named_parameters (named_buffers) gives it first: that generator cost
@@ -449,9 +549,13 @@ def _ruled_call(module, args, kwargs):
     # rule on one was silently not applied.  Its own rule applies (it is
     # called from Python, through here).
     if rules and isinstance(module, torch.jit.ScriptModule):
-        if any(m in rules for m in module.modules() if m is not module):
+        # Each search only where a rule could concern it (a ruled
+        # ScriptModule, a ruled module of a class it holds).
+        ruled, ruled_scripts = _rules_summary()
+        if ruled_scripts - {id(module)} and any(
+                m in rules for m in module.modules() if m is not module):
             raise RuntimeError(SCRIPTED_HOLDS_RULE)
-        if _made_from_ruled(module):
+        if _may_hold_a_copy(module, ruled) and _made_from_ruled(module):
             raise RuntimeError(SCRIPTED_FROM_RULED)
     # A copy: the table may change (on any thread) while forward runs.
     active = [(device, dtype) for device, dtype in list(dtypes.items())
