@@ -478,6 +478,34 @@ def test_eval_file_takes_a_path_as_open_does(tmp_path):
         interp.eval_file(os.fsencode(tmp_path) + b"/\xff.tcl")
 
 
+def test_eval_file_refuses_an_empty_encoding_name_on_each_tcl(tmp_path):
+    """encoding='' read the file as bytes on Tcl 8.6 and was Tcl 9's error
+    `unknown encoding "": No longer supported` (tclsh's `source -encoding
+    ""` does the same on each).  Now both refuse it as an unknown name is
+    refused, before anything runs: the file does not run, and the
+    interpreter's ::errorCode and ::errorInfo stay as they were."""
+    interp = tclamp.Interp()
+    script = tmp_path / "ran.tcl"
+    script.write_bytes(b'set ::ran 1\nreturn "\xe9"\n')
+    interp.eval("set ::errorCode before; set ::errorInfo before")
+    with pytest.raises(TclError) as info:
+        interp.eval_file(script, encoding="")
+    assert (info.value.result, info.value.errorcode, info.value.errorinfo, info.value.code) == (
+        EMPTY_ENCODING, "TCL LOOKUP ENCODING {}", EMPTY_ENCODING, 1)
+    assert interp.eval("list [info exists ::ran] $::errorCode $::errorInfo") == "0 before before"
+    # As any name Tcl does not know is refused (by Tcl, whose error it is)
+    with pytest.raises(TclError) as info:
+        interp.eval_file(script, encoding="no-such")
+    assert (info.value.result, info.value.errorcode) == (
+        'unknown encoding "no-such"', "TCL LOOKUP ENCODING no-such")
+    assert interp.eval("info exists ::ran") == "0"
+    assert interp.eval_file(script, encoding="iso8859-1") == "\u00e9"
+
+
+EMPTY_ENCODING = ('unknown encoding "": an empty name names none (leave encoding out for '
+                  "Tcl's default; iso8859-1 reads each byte as the character of that code)")
+
+
 def test_cancel_from_another_thread_while_the_interpreter_goes():
     for _ in range(200):
         interp = tclamp.Interp()

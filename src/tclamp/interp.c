@@ -719,6 +719,27 @@ Interp_call(InterpObject *self, PyObject *const *args, Py_ssize_t nargs, PyObjec
     return result;
 }
 
+#define EMPTY_ENCODING "unknown encoding \"\": an empty name names none (leave " \
+    "encoding out for Tcl's default; iso8859-1 reads each byte as the character of that code)"
+
+/* eval_file's TclError for encoding '', as Tcl's for a name it does not
+   know (result, errorCode TCL LOOKUP ENCODING {}), made without Tcl. */
+static PyObject *
+raise_empty_encoding(void)
+{
+    if (TclErrorType == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "tclamp is not configured");
+        return NULL;
+    }
+    PyObject *exc = PyObject_CallFunction(TclErrorType, "sssi", EMPTY_ENCODING,
+                                          "TCL LOOKUP ENCODING {}", EMPTY_ENCODING, TCL_ERROR);
+    if (exc != NULL) {
+        PyErr_SetObject(TclErrorType, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
 /* Runs a file's script as tclsh runs its script: by Tcl_FSEvalFileEx from
    no command, at level 0.  Run by the `source` command (seen in Tcl 8.6),
    errorInfo has that command's frame and lacks others: a `while` or `for`
@@ -743,6 +764,12 @@ Interp_eval_file(InterpObject *self, PyObject *args, PyObject *kwargs)
     if (PyUnicode_AsUTF8AndSize(path, NULL) == NULL) {
         Py_DECREF(path);
         return NULL;
+    }
+    /* An empty name: Tcl 8.6 read the file as bytes, Tcl 9 refuses it.
+       Refused on both, as a name Tcl does not know is, before Tcl runs. */
+    if (encoding != NULL && encoding[0] == '\0') {
+        Py_DECREF(path);
+        return raise_empty_encoding();
     }
     InterpState *s = self->state;
     release_unused_objects();
