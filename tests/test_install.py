@@ -339,11 +339,13 @@ def test_tcl_dir_of_a_checkout_is_its_tcl_directory():
 
 
 def test_tcl_dir_takes_no_script():
-    r = subprocess.run([sys.executable, "-m", "tclamp", "--tcl-dir", "script.tcl"],
-                       capture_output=True, text=True)
-    assert (r.returncode, r.stdout) == (2, "")
-    assert r.stderr.endswith("\ntclamp: error: --tcl-dir prints a directory and runs nothing: "
-                             "it takes no script\n")
+    # nor the prompt's words (-encoding without a script: tclsh's $argv)
+    for words in (["script.tcl"], ["-encoding"], ["-encoding", "utf-8"]):
+        r = subprocess.run([sys.executable, "-m", "tclamp", "--tcl-dir", *words],
+                           capture_output=True, text=True)
+        assert (r.returncode, r.stdout) == (2, "")
+        assert r.stderr.endswith("\ntclamp: error: --tcl-dir prints a directory and runs "
+                                 "nothing: it takes no script\n")
 
 
 def test_install_tcl_refuses_to_point_into_a_checkout(tmp_path):

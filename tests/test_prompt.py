@@ -766,6 +766,49 @@ def test_encoding_option_as_in_tclsh(tmp_path):
         assert (r.stdout, r.stderr, r.returncode) == ("", 'unknown encoding "no-such"\n', 1)
 
 
+@pytest.mark.parametrize("words, expected", [(["-encoding"], "1 -encoding"),
+                                             (["-encoding", "utf-8"], "2 {-encoding utf-8}"),
+                                             (["-encoding", ""], "2 {-encoding {}}"),
+                                             (["-encoding", "no-such"], "2 {-encoding no-such}")],
+                         ids=["no-name", "name", "empty-name", "unknown-name"])
+def test_encoding_option_without_a_script_as_in_tclsh(tmp_path, words, expected):
+    """tclsh (8.6 and 9.0) takes -encoding as an option only before a name
+    and a script; without a script it reads its commands, with those words
+    as $argv, and exits 0.  tclamp's was argparse's usage error, status 2
+    (`expected one argument`, or `-encoding needs a script`)."""
+    piped = "puts [list $argc $argv [file tail $argv0] $tcl_interactive]\n"
+    by_tclsh = subprocess.run([TCLSH, *words], input=piped, capture_output=True, text=True,
+                              cwd=tmp_path, env=tcl_env())
+    r = subprocess.run([sys.executable, "-m", "tclamp", *words], input=piped,
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert (by_tclsh.stdout, by_tclsh.stderr, by_tclsh.returncode) == (
+        f"{expected} {Path(TCLSH).name} 0\n", "", 0)
+    assert (r.stdout, r.stderr, r.returncode) == (f"{expected} tclamp 0\n", "", 0)
+    for program in [TCLSH], [sys.executable, "-m", "tclamp"]:
+        r = subprocess.run([*program, *words], stdin=subprocess.DEVNULL, capture_output=True,
+                           cwd=tmp_path, env=tcl_env())
+        assert (r.stdout, r.stderr, r.returncode) == (b"", b"", 0), program
+    if words == ["-encoding"]:
+        # At the prompt too: $argv holds the word, and it is interactive.
+        child = spawn(tmp_path, *words)
+        try:
+            assert run(child, "list $argc $argv $tcl_interactive") == f"{expected} 1"
+        finally:
+            child.close(force=True)
+
+
+def test_an_empty_encoding_name_for_a_script_is_refused_on_each_tcl(tmp_path):
+    """`-encoding "" script.tcl`: tclsh 8.6 reads the script as bytes,
+    tclsh 9 refuses the name (`unknown encoding "": No longer supported`);
+    tclamp refuses it on both, as Interp.eval_file does, and runs nothing."""
+    (tmp_path / "ran.tcl").write_text("puts ran\n")
+    r = subprocess.run([sys.executable, "-m", "tclamp", "-encoding", "", "ran.tcl"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert (r.stdout, r.stderr, r.returncode) == (
+        "", 'unknown encoding "": an empty name names none (leave encoding out for '
+        "Tcl's default; iso8859-1 reads each byte as the character of that code)\n", 1)
+
+
 def test_a_script_named_install_tcl(tmp_path):
     (tmp_path / "install-tcl").write_text("puts [list ran $argv0 $argv]\n")
     for words in (["--", "install-tcl", "x"], ["./install-tcl", "x"]):

@@ -2,6 +2,8 @@
 
     tclamp [--traceback] [script.tcl [arg ...]]   the prompt, or run a script
     tclamp -encoding name script.tcl [arg ...]    read the script in that encoding
+                                                  (without a script: the prompt,
+                                                  whose $argv is -encoding ?name?)
     tclamp --version                              print tclamp's version
     tclamp --tcl-dir                              print the Tcl package directory
     tclamp install-tcl [dir]                      write a Tcl package index
@@ -174,7 +176,9 @@ def uninstall_tcl(directory):
 def split_at_script(argv):
     """tclamp's own words (its options, then the script's name) and the
     script's arguments: every word after the name, `--` too, as tclsh passes
-    them (argparse would take a `--` there as its own)."""
+    them (argparse would take a `--` there as its own).  Without a script
+    the arguments are the prompt's: `-encoding` and a name, if any, as in
+    tclsh."""
     index = 0
     while index < len(argv):
         word = argv[index]
@@ -182,6 +186,10 @@ def split_at_script(argv):
             return argv[:index + 2], argv[index + 2:]
         if word == "-" or not word.startswith("-"):
             return argv[:index + 1], argv[index + 1:]
+        if word == "-encoding" and index + 2 >= len(argv):
+            # tclsh reads -encoding so only before a name and a script;
+            # without a script it runs its prompt, these words its $argv.
+            return argv[:index], argv[index:]
         index += 2 if word == "-encoding" else 1     # and its value
     return argv, []
 
@@ -228,16 +236,14 @@ def main(argv=None):
     words, script_args = split_at_script(argv)
     options = parser.parse_args(words)
     if options.tcl_dir:
-        if options.script is not None or options.encoding is not None:
+        if options.script is not None or options.encoding is not None or script_args:
             parser.error("--tcl-dir prints a directory and runs nothing: it takes no script")
         print(tcl_dir())
         return 0
-    if options.encoding is not None and options.script is None:
-        parser.error("-encoding needs a script")
 
     from . import prompt, tcl
     interp = tcl.interp             # loads Tcl
     prompt.name_executable(prompt.runner())
     if options.script is None:
-        return prompt.interact(interp, options.traceback)
+        return prompt.interact(interp, options.traceback, script_args)
     return prompt.run_script(interp, options.script, script_args, options.encoding)

@@ -424,10 +424,11 @@ def set_argv(interp, argv0, args):
     interp.call("set", "argc", len(args))
 
 
-def interact(interp, traceback):
+def interact(interp, traceback, args=()):
     evaluator = Evaluator(interp)
-    # As tclsh sets them without a script: no arguments, argv0 the program.
-    set_argv(interp, str(runner() or "tclamp"), [])
+    # As tclsh sets them without a script: argv0 the program, and no
+    # arguments but those tclsh would pass there (`-encoding ?name?`).
+    set_argv(interp, str(runner() or "tclamp"), list(args))
     # The banner names torch: at the prompt, and for commands piped to it
     # (not in scripts), it is there.
     import torch
