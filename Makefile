@@ -251,7 +251,9 @@ install-tcl: system-packages
 # (its base Python upgraded away); so is an index that starts another
 # environment's Python that is there (a later make install-tcl with another
 # INSTALL_VENV wrote it: removing the old environment removed the new one's
-# index).  A TCL_PKG_DIR that is a symbolic link is the user's.
+# index).  A TCL_PKG_DIR that is a symbolic link is the user's.  With the
+# environment gone, the directories the index records as install-tcl's go
+# too (each only when empty), by PYTHON running install_record.py alone.
 uninstall-tcl:
 	@$(install_dirs_named)
 	dir='$(TCL_PKG_DIR)'; index="$$dir/pkgIndex.tcl"; left=; \
@@ -261,6 +263,8 @@ uninstall-tcl:
 	        left="its index starts $$started, another environment's tclamp"; \
 	    elif [ -x '$(INSTALL_VENV)'/bin/tclamp ] && '$(INSTALL_VENV)'/bin/python -c '' 2>/dev/null; then \
 	        '$(INSTALL_VENV)'/bin/tclamp uninstall-tcl "$$dir" || exit 1; \
+	    elif $(PYTHON) -c '' 2>/dev/null; then \
+	        $(PYTHON) -I src/tclamp/install_record.py "$$index" || exit 1; \
 	    else rm -f "$$index" || exit 1; fi; fi; \
 	if [ -L "$${dir%/}" ]; then echo "make uninstall-tcl: $$dir is a symbolic link: left there"; \
 	elif [ -n "$$left" ]; then echo "make uninstall-tcl: $$dir: $$left: left there"; \

@@ -2,6 +2,7 @@
 this checkout into a fresh environment outside it, then the documented route
 to a system tclsh.  The copy is deleted before tclsh runs, so nothing can
 point into a checkout; and no path tclsh shows points into this one."""
+import json
 import os
 import shutil
 import subprocess
@@ -697,3 +698,43 @@ def test_an_index_of_another_version_says_which_index_to_write_again(tmp_path):
         f"tclamp: the index in {index_dir} declares tclamp 0.0.1, but the package in {package} "
         f"is {VERSION}: write the index again with that package's "
         f"`tclamp install-tcl {index_dir}`\nTCLAMP VERSION\n", "")
+
+
+@needs_make
+def test_make_uninstall_tcl_removes_the_directories_install_tcl_made_with_the_environment_gone(
+        tmp_path):
+    """The index records the directories install-tcl made for it (`# made by
+    install-tcl: [...]`).  With INSTALL_VENV's tclamp there, uninstall-tcl
+    removes those that are empty; with the environment gone, make
+    uninstall-tcl removed the index and TCL_PKG_DIR alone and left the
+    parents it had made.  Now it removes them too (PYTHON reads the
+    record), each only if it is a directory (not a link) with nothing in
+    it; one install-tcl did not make stays, empty or not.  Without a
+    Python that runs, the index and TCL_PKG_DIR go, as before."""
+    said = []
+    for case in ("gone", "no python", "there"):
+        base = tmp_path / case
+        mine = base / 'a "b" \u00e9'               # there before: not recorded
+        made = [mine / "lib", mine / "lib" / "tcltk", mine / "lib" / "tcltk" / "tclamp"]
+        kept = base / "kept"                        # made, and holds a file now
+        linked = base / "linked"                    # made, a link now
+        target = made[-1]
+        target.mkdir(parents=True)
+        (kept / "x").mkdir(parents=True)
+        (base / "elsewhere").mkdir()
+        linked.symlink_to(base / "elsewhere")
+        (target / "pkgIndex.tcl").write_text(
+            INSTALLED_INDEX_START + "# made by install-tcl: "
+            + json.dumps([str(d) for d in [*reversed(made), kept / "x", kept, linked]]) + "\n")
+        (kept / "x" / "notes.txt").write_text("mine\n")
+        venv = fake_environment(base / "venv") if case == "there" else base / "venv"
+        python = [f"PYTHON={base / 'no-python'}"] if case == "no python" else []
+        r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl", f"INSTALL_VENV={venv}",
+                            f"TCL_PKG_DIR={target}", *python], capture_output=True, text=True)
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        said.append(r.stdout)
+        assert sorted(os.listdir(base)) == sorted(["elsewhere", "kept", "linked", mine.name])
+        assert os.listdir(kept / "x") == ["notes.txt"] and not target.exists()
+        assert os.listdir(mine) == ([] if case != "no python" else ["lib"]), case
+        assert case != "no python" or os.listdir(made[1]) == []
+    assert said == ["", "", f"removed {target / 'pkgIndex.tcl'}, {target}, {made[1]}, {made[0]}\n"]

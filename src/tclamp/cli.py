@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from . import PACKAGE_DIR, __version__, pkgindex
+from .install_record import MADE, made_by_install, remove_empty
 
 # On the auto_path of Debian's and Ubuntu's tclsh.
 DEFAULT_INSTALL_DIR = "/usr/local/lib/tcltk/tclamp"
@@ -84,7 +85,6 @@ def install_tcl(directory):
     return 0
 
 
-MADE = "# made by install-tcl: "
 WRITTEN = "written by `tclamp install-tcl`"
 INDEX_START = "# tclamp "           # the first line of every index of tclamp's
 PYTHON_STARTS = ", and Python starts from "
@@ -108,17 +108,6 @@ def first_line(index):
             return file.readline().decode(errors="replace")
     except OSError:
         return None
-
-
-def made_by_install(index):
-    """The directories that the install-tcl which wrote `index` made."""
-    try:
-        for line in index.read_text(errors="replace").splitlines():
-            if line.startswith(MADE):
-                return json.loads(line[len(MADE):])
-    except (OSError, ValueError):
-        pass
-    return []
 
 
 def same_environment(python):
@@ -160,12 +149,7 @@ def uninstall_tcl(directory):
         places.insert(0, index.parent)
     try:
         index.unlink()
-        removed = [str(index)]
-        for place in places:
-            # A symbolic link is not one install-tcl made (rmdir refuses it).
-            if place.is_dir() and not place.is_symlink() and not any(place.iterdir()):
-                place.rmdir()
-                removed.append(str(place))
+        removed = [str(index), *map(str, remove_empty(places))]
     except OSError as error:
         raise SystemExit(f"tclamp uninstall-tcl: {error}") from None
     # (an index an older install-tcl wrote may have such a name)
