@@ -51,9 +51,11 @@ THREAD_DEB = $(if $(filter 8.6,$(TCL_VERSION)),tcl-thread,tcl$(TCL_VERSION)-thre
 # (Its version is read from a line of its own: a wrapper that prints more,
 # or PYTHON empty or no Python, gives none, not words for apt-get.)
 # Those packages serve Debian's Python alone: one whose sys.base_prefix is
-# /usr (a venv made from it too, whose headers and ensurepip are its
-# base's).  Another Python (pyenv's, a build in /usr/local) that lacks
-# them gets nothing from apt: the set-up stops and says what it lacks.
+# /usr and whose sysconfig has the install scheme Debian's patches add,
+# deb_system (a venv made from it too, whose headers, ensurepip and
+# sysconfig are its base's).  Another Python (pyenv's, a build in
+# /usr/local, one built into /usr by hand) that lacks them gets nothing
+# from apt: the set-up stops and says what it lacks.
 PYTHON_VERSION = $(if $(strip $(PYTHON)),$(shell $(PYTHON) -c \
     'import sys; print("tclamp-python-version %d.%d" % sys.version_info[:2])' 2>/dev/null | \
     sed -n 's/^tclamp-python-version \([0-9]*\.[0-9]*\)$$/\1/p'))
@@ -63,7 +65,11 @@ python_lacks = ! $(PYTHON) -c 'import os, sys, sysconfig; sys.exit(not ($(1)))' 
 PYTHON_LACKS = $(if $(PYTHON_VERSION),$(strip \
     $(if $(wildcard $(PY)),,$(shell $(call python_lacks,__import__("importlib.util").util.find_spec("ensurepip")) && echo ensurepip)) \
     $(shell $(call python_lacks,os.path.exists(os.path.join(sysconfig.get_paths()["include"]$(comma) "Python.h"))) && echo Python.h)))
-PYTHON_IS_DEBIANS = $(shell $(call python_lacks,sys.base_prefix == "/usr") || echo yes)
+PYTHON_IS_DEBIANS = $(shell $(call python_lacks,sys.base_prefix == "/usr" and \
+    "deb_system" in sysconfig.get_scheme_names()) || echo yes)
+# Why it is not: its prefix, or, in /usr, the scheme it lacks.
+PYTHON_NOT_DEBIANS = its sys.base_prefix is $(PYTHON_BASE_PREFIX)$(if $(filter /usr,$(PYTHON_BASE_PREFIX)),$(comma) \
+    but its sysconfig has no deb_system scheme$(comma) which Debian's patches give Debian's python3,$(comma) not /usr)
 PYTHON_BASE_PREFIX = $(if $(strip $(PYTHON)),$(shell $(PYTHON) -c \
     'import sys; print("tclamp-python-prefix", sys.base_prefix)' 2>/dev/null | sed -n 's/^tclamp-python-prefix //p'))
 PYTHON_DEBS = $(if $(PYTHON_VERSION),\
@@ -92,7 +98,7 @@ system-packages:
 	        Python.h) what="$${what:+$$what and }no Python.h (the bridge is built with it)";; \
 	    esac; done; \
 	    { echo "make: PYTHON=$(PYTHON) has $$what."; \
-	      echo "It is not Debian's own Python (its sys.base_prefix is $(PYTHON_BASE_PREFIX), not /usr):" \
+	      echo "It is not Debian's own Python ($(PYTHON_NOT_DEBIANS)):" \
 	           "Debian's python$(PYTHON_VERSION)-venv and python$(PYTHON_VERSION)-dev would not serve it."; \
 	      echo "Give that Python what it lacks (reinstall or rebuild it with its headers and ensurepip)," \
 	           "or name one that has them, or Debian's own: PYTHON=/usr/bin/python3"; } >&2; \

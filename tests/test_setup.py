@@ -5,6 +5,8 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT, TCL_VERSION, TCLSH, WISH, needs_make, needs_setup
 
 pytestmark = needs_make
@@ -93,20 +95,27 @@ def test_setup_installs_tcl_thread_where_it_serves_both_tcls(tmp_path):
     assert thread_package_installed(tmp_path, ["tcl-thread"]) == "tcl-thread\n"
 
 
-def fake_python(tmp_path, lacks, prefix="/usr", first_line=None):
+def fake_python(tmp_path, lacks, prefix="/usr", first_line=None, debian=None):
     """A python3 that is this test run's Python, but which code run with -c
     sees as a Python in `prefix` (sys.prefix, sys.base_prefix and
-    sys.executable say so: "/usr" is Debian's own; sysconfig, read before,
-    keeps this Python's paths), and in which a check for a thing of
-    `lacks` ("ensurepip", "Python.h") fails.  first_line:
-    what it prints before anything (a wrapper's own line)."""
+    sys.executable say so; sysconfig, read before, keeps this Python's
+    paths), and in which a check for a thing of `lacks` ("ensurepip",
+    "Python.h") fails.  debian (default: prefix is /usr): its sysconfig
+    has the install scheme of Debian's patches, deb_system, as Debian's
+    own Python (and a venv made from it) has.  first_line: what it prints
+    before anything (a wrapper's own line)."""
+    if debian is None:
+        debian = prefix == "/usr"
     python = tmp_path / "python3"
     lines = ["#!/bin/sh"]
     if first_line:
         lines.append(f'echo "{first_line}"')
     if lacks:
         lines.append('case "$*" in ' + "|".join(f"*{thing}*" for thing in lacks) + ") exit 1;; esac")
-    shim = ("import sys, sysconfig; sysconfig.get_paths(); "
+    debian_scheme = ("names = sysconfig.get_scheme_names(); "
+                     'sysconfig.get_scheme_names = lambda: (*names, "deb_system"); '
+                     if debian else "")
+    shim = ("import sys, sysconfig; sysconfig.get_paths(); " + debian_scheme +
             f'sys.prefix = sys.base_prefix = "{prefix}"; '
             f'sys.executable = "{prefix}/bin/python3"; exec(sys.argv.pop(1))')
     lines.append(f'[ "$1" = -c ] && shift && exec {sys.executable} -c \'{shim}\' "$@"')
@@ -166,6 +175,47 @@ def test_setup_stops_for_a_python_not_debian_s_that_lacks_venv_or_headers(tmp_pa
     r = subprocess.run(make + [f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, env=env)
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
     assert not (tmp_path / "installed.txt").exists()
+
+
+def test_a_python_in_usr_without_debian_s_scheme_is_not_debian_s(tmp_path):
+    """A Python built into /usr by hand (or another distribution's) counted
+    as Debian's, by its sys.base_prefix alone: system-packages asked apt
+    for python3.X-venv and python3.X-dev, which do not serve it.  Debian's
+    own Python is told by what its patches give it, the deb_system install
+    scheme in its sysconfig (a venv made from it has it too)."""
+    needs_the_rest_set_up()
+    version = "{}.{}".format(*sys.version_info[:2])
+    env = dict(os.environ, PATH=f"{fake_apt(tmp_path, [])}:{os.environ['PATH']}")
+    python = fake_python(tmp_path, ["ensurepip", "Python.h"], prefix="/usr", debian=False)
+    venv = tmp_path / "new-venv"
+    r = subprocess.run(["make", "-s", "system-packages", f"PYTHON={python}", f"WISH={WISH}",
+                        f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith(
+        f"make: PYTHON={python} has no ensurepip (python -m venv needs it to make {venv})"
+        " and no Python.h (the bridge is built with it).\n"
+        "It is not Debian's own Python (its sys.base_prefix is /usr, but its sysconfig has"
+        " no deb_system scheme, which Debian's patches give Debian's python3): "
+        f"Debian's python{version}-venv and python{version}-dev would not serve it.\n")
+    assert not (tmp_path / "installed.txt").exists() and not venv.exists()
+
+
+@pytest.mark.skipif(not os.path.isfile("/etc/debian_version")
+                    or not os.access("/usr/bin/python3", os.X_OK),
+                    reason="no Debian python3 in /usr/bin here")
+def test_debian_s_own_python_and_a_venv_of_it_count_as_debian_s(tmp_path):
+    """The check on the real thing: Debian's python3, and a venv made from
+    it, are Debian's (apt may serve what they lack; the set-up never stops
+    for them)."""
+    needs_the_rest_set_up()
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                   check=True, capture_output=True)
+    env = dict(os.environ, PATH=f"{fake_apt(tmp_path, [])}:{os.environ['PATH']}")
+    for python in ["/usr/bin/python3", tmp_path / "venv" / "bin" / "python"]:
+        r = subprocess.run(["make", "-s", "system-packages", f"PYTHON={python}", f"WISH={WISH}",
+                            f"VENV={tmp_path / 'venv'}"], cwd=ROOT, capture_output=True,
+                           text=True, env=env)
+        assert r.returncode == 0 and "not Debian's own" not in r.stderr, (python, r.stderr)
 
 
 def test_setup_reads_the_python_version_alone_and_refuses_an_empty_python(tmp_path):
