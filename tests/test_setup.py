@@ -112,10 +112,11 @@ def fake_python(tmp_path, lacks, prefix="/usr", first_line=None, debian=None):
         lines.append(f'echo "{first_line}"')
     if lacks:
         lines.append('case "$*" in ' + "|".join(f"*{thing}*" for thing in lacks) + ") exit 1;; esac")
-    debian_scheme = ("names = sysconfig.get_scheme_names(); "
-                     'sysconfig.get_scheme_names = lambda: (*names, "deb_system"); '
-                     if debian else "")
-    shim = ("import sys, sysconfig; sysconfig.get_paths(); " + debian_scheme +
+    # (whether this run's Python is Debian's or not)
+    scheme = ("names = tuple(n for n in sysconfig.get_scheme_names() if n != \"deb_system\")"
+              + (' + (\"deb_system\",)' if debian else "")
+              + "; sysconfig.get_scheme_names = lambda: names; ")
+    shim = ("import sys, sysconfig; sysconfig.get_paths(); " + scheme +
             f'sys.prefix = sys.base_prefix = "{prefix}"; '
             f'sys.executable = "{prefix}/bin/python3"; exec(sys.argv.pop(1))')
     lines.append(f'[ "$1" = -c ] && shift && exec {sys.executable} -c \'{shim}\' "$@"')
