@@ -86,9 +86,39 @@ atexit.register(_bridge.at_python_exit)
 os.register_at_fork(after_in_child=_bridge.after_fork_in_child)
 
 
+# What stopped the first import of the torch:: commands part way, if
+# anything that is no Exception did (Ctrl-C's KeyboardInterrupt), and then
+# the error that one more try ended with: torch's import, stopped inside,
+# leaves modules behind that no later import in this process can finish,
+# and each further try leaves more (torch's own exit may then crash), so
+# after one failed try there are no more.
+_import_stopped_by = None
+_import_broken = None
+
+
+def _import_commands():
+    global _import_stopped_by, _import_broken
+    if _import_broken is not None:
+        raise ImportError(_import_broken)
+    try:
+        from . import bridge, commands
+    except Exception as error:
+        if _import_stopped_by is None:
+            raise
+        _import_broken = (
+            f"tclamp cannot import torch: an earlier import of it in this process was "
+            f"stopped part way by {_import_stopped_by}, and torch cannot be imported "
+            f"again until the process starts anew ({type(error).__name__}: {error})")
+        raise ImportError(_import_broken) from error
+    except BaseException as error:
+        _import_stopped_by = type(error).__name__
+        raise
+    return bridge, commands
+
+
 def _attach(interp):
     """Called by the C bridge for every Tcl interpreter that gets tclamp."""
-    from . import bridge, commands
+    bridge, commands = _import_commands()
 
     bridge.add_py_ensemble(interp)
     commands.register(interp)
