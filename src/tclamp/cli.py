@@ -15,6 +15,7 @@ of that name runs as `tclamp ./install-tcl` or `tclamp -- install-tcl`.
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -225,9 +226,17 @@ def main(argv=None):
         print(tcl_dir())
         return 0
 
-    from . import prompt, tcl
-    interp = tcl.interp             # loads Tcl
-    prompt.name_executable(prompt.runner())
-    if options.script is None:
-        return prompt.interact(interp, options.traceback, script_args)
-    return prompt.run_script(interp, options.script, script_args, options.encoding)
+    try:
+        from . import prompt, tcl
+        interp = tcl.interp             # loads Tcl, and imports torch: seconds
+        prompt.name_executable(prompt.runner())
+        if options.script is None:
+            return prompt.interact(interp, options.traceback, script_args)
+        return prompt.run_script(interp, options.script, script_args, options.encoding)
+    except KeyboardInterrupt:
+        # Ctrl-C before the script or the prompt runs (while torch loads,
+        # or the banner asks CUDA): it ends tclamp as it ends a script,
+        # not with Python's traceback.
+        if sys.stderr is not None:
+            print("interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
