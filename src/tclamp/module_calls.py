@@ -240,7 +240,7 @@ def binds_torch_call(module):
             continue
         if isinstance(found, types.FunctionType) and not _in_torch(found):
             names = _code_names(found.__code__)
-            called = next((name for name in _TORCH_CALLS if name in names), None)
+            called = _torch_call_named(names)
             if called is not None:
                 return found, found, called
             if "__call__" in names:
@@ -252,6 +252,12 @@ def binds_torch_call(module):
 
 
 _TORCH_CALLS = ("_wrapped_call_impl", "_call_impl")
+
+
+def _torch_call_named(names):
+    """Which of torch's calls (_TORCH_CALLS) code reading `names` calls by
+    name, or None."""
+    return next((name for name in _TORCH_CALLS if name in names), None)
 
 
 def _code_names(code):
@@ -296,7 +302,7 @@ def _calls_torch_call(function):
                 return function, None
         elif not _in_torch(function):
             names = _code_names(function.__code__)
-            called = next((name for name in _TORCH_CALLS if name in names), None)
+            called = _torch_call_named(names)
             if called is not None:
                 return function, called
         waiting.extend((getattr(function, "__wrapped__", None),
