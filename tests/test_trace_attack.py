@@ -812,8 +812,6 @@ def test_a_submodule_of_another_class_cannot_replace_one_of_a_torchscript_module
         module_calls.set_rule(ruled, "cpu", None)
 
 
-@pytest.mark.xfail(strict=True, reason="open defect: a copy is found by the ruled module's class "
-                   "name now; a __class__ set after the copy was made hides it")
 def test_a_torchscript_copy_is_refused_after_the_ruled_modules_class_is_set():
     """A TorchScript copy of a ruled Linear subclass is refused; after the
     ruled module's __class__ is set to Linear (no rule changed) the copy
@@ -831,6 +829,28 @@ def test_a_torchscript_copy_is_refused_after_the_ruled_modules_class_is_set():
             under_bfloat16(lambda: copy(x))
     finally:
         module_calls.set_rule(ruled, "cpu", None)
+
+
+def test_a_torchscript_copy_made_under_a_class_set_while_ruled_is_refused_after_it_is_set_back():
+    """The class names a ruled module is matched by are all it has been
+    seen with while ruled: a ruled Linear whose __class__ is set to a
+    subclass, then traced (which calls it, under that class), then set
+    back to Linear: the copy, whose original_name is the subclass's, is
+    refused, not run without the rule."""
+    class Sub(torch.nn.Linear):
+        pass
+    x, ruled = torch.randn(2, 4), torch.nn.Linear(4, 4)
+    module_calls.set_rule(ruled, "cpu", torch.float32)
+    try:
+        ruled.__class__ = Sub
+        copy = torch.jit.trace(_Holder(ruled), x)
+        assert copy.inner.original_name == "Sub"
+        ruled.__class__ = torch.nn.Linear
+        with pytest.raises(RuntimeError, match="^tclamp: a TorchScript module .* was made from"):
+            under_bfloat16(lambda: copy(x))
+    finally:
+        module_calls.set_rule(ruled, "cpu", None)
+    assert under_bfloat16(lambda: copy(x)).dtype == torch.bfloat16
 
 
 class _CallsForward(torch.nn.Linear):

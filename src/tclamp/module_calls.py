@@ -34,10 +34,13 @@ class RuleTable:
     makes equal ones (its own __eq__ and __hash__) got another's rule, and
     one that cannot be hashed failed every call while rules existed or a
     trace ran.  A module that goes away takes its rules (its id can be
-    another's only after that).  data: id -> (weak reference, dtypes)."""
+    another's only after that).  data: id -> (weak reference, dtypes).
+    names: id -> the names of the classes the module has been seen with
+    while it has had its entry (see class_names)."""
 
     def __init__(self):
         self.data = {}
+        self.names = {}
         # Another value whenever a module gets or loses its entry (set,
         # removed, or gone with its module), after the change: what is
         # worked out from the modules ruled (_rules_summary) is kept under
@@ -62,10 +65,14 @@ class RuleTable:
             data = getattr(owner, "data", None)
             if data is not None and data.get(key, (None,))[0] is ref:
                 data.pop(key, None)
+                owner.names.pop(key, None)
                 owner.generation = next(_generations)
                 if not data:        # the last ruled module went: torch's own again
                     with _lock:
                         _update()
+        # The names go in before the entry: a reader that finds the entry
+        # finds them.
+        self.names[key] = {type(module).__name__}
         self.data[key] = (weakref.ref(module, gone), dtypes)
         self.generation = next(_generations)
 
@@ -73,7 +80,29 @@ class RuleTable:
         if self.get(module) is None:
             raise KeyError(module)
         del self.data[id(module)]
+        self.names.pop(id(module), None)
         self.generation = next(_generations)
+
+    def class_names(self, module):
+        """The names of the classes module has been seen with since it got
+        its entry, its class now among them (added here), or None where it
+        has none.  A TorchScript copy keeps only the name of the class its
+        module had when the copy was made (its original_name), and a
+        module's __class__ can be set after that: the copy of a ruled
+        Linear subclass, found by that subclass's name, ran silently
+        without the rule once the ruled module's __class__ was set to
+        Linear.  They are added to where tclamp meets the module: when the
+        rule is set, when it is called with its rule, and at each call of
+        a TorchScript module (which reads them).  The set is shared (the
+        summary holds it), so what is added is seen there."""
+        entry, names = self.data.get(id(module)), self.names.get(id(module))
+        if entry is None or entry[0]() is not module:
+            return None
+        if names is not None:
+            name = type(module).__name__
+            if name not in names:
+                names.add(name)
+        return names
 
 
 _generations = itertools.count()
@@ -396,7 +425,10 @@ def _made_from_ruled(scripted):
     module without parameters or buffers (a ReLU) cannot be told by this.
     A ruled module that holds scripted (a Python model with a TorchScript
     part), whose rule does apply there, names scripted's tensors under
-    scripted's path in it, which no module of scripted has."""
+    scripted's path in it, which no module of scripted has.  The class is
+    any the ruled module has been seen with since it was ruled
+    (RuleTable.class_names): its __class__ can be set after the copy was
+    made."""
     names = {}          # id -> the tensor's names in scripted (tied ones: several)
     for name, tensor in (*scripted.named_parameters(remove_duplicate=False),
                          *scripted.named_buffers(remove_duplicate=False)):
@@ -419,14 +451,23 @@ def _made_from_ruled(scripted):
             ruled_module.named_parameters(), ruled_module.named_buffers()) if tensor is not first]
         for path in paths:
             if all(path + name in names.get(id(tensor), ()) for name, tensor in rest) \
-                    and _module_at(scripted, path).original_name == type(ruled_module).__name__:
+                    and _module_at(scripted, path).original_name in _class_names(ruled_module):
                 return True
     return False
 
 
-# (rules.generation, weak references to the ruled modules that are no
-# ScriptModule, the ids of those that are): what a TorchScript module's call
-# needs of the rules to know that none can concern it.
+def _class_names(module):
+    """The class names a copy of module can have: those module has been
+    seen with while ruled (RuleTable.class_names), or, where it has no
+    rule now, its class's."""
+    return rules.class_names(module) or {type(module).__name__}
+
+
+# (rules.generation, (weak reference, class names) of each ruled module
+# that is no ScriptModule, the ids of those that are): what a TorchScript
+# module's call needs of the rules to know that none can concern it.  The
+# class names are the rule table's own sets (RuleTable.names), which grow
+# without a new generation.
 _summary = (None, (), frozenset())
 
 
@@ -437,30 +478,42 @@ def _rules_summary():
     the TorchScript module's modules and tensors, and copied each rule's
     dtypes, also where no rule could concern it).  The generation is read
     before the table, so a change made meanwhile gives another one and is
-    read at the next call.  The modules' classes are not kept: a module's
-    __class__ can be set."""
+    read at the next call.  The modules' classes now are not kept (a
+    module's __class__ can be set), but the sets of the class names each
+    has been seen with are, which _may_hold_a_copy adds its class now to."""
     global _summary
     generation = rules.generation
     summary = _summary
     if summary[0] != generation:
         refs, scripts = [], set()
-        for ref, _ in rules.data.copy().values():
+        names = rules.names.copy()
+        for key, (ref, _) in rules.data.copy().items():
             module = ref()
             if isinstance(module, torch.jit.ScriptModule):
                 scripts.add(id(module))
             elif module is not None:
-                refs.append(ref)
+                refs.append((ref, names.get(key) or {type(module).__name__}))
         summary = _summary = (generation, tuple(refs), frozenset(scripts))
     return summary[1:]
 
 
 def _may_hold_a_copy(scripted, ruled):
     """Whether _made_from_ruled could find a copy of a ruled Python module
-    in scripted: only in a module of its class, by name."""
+    in scripted: only in a module of a class it has been seen with while
+    ruled, by name (its class now is added to those first)."""
     names = _original_names(scripted)
-    return names is None or any(
-        module is not None and type(module).__name__ in names
-        for module in (ref() for ref in ruled))
+    if names is None:
+        return True
+    for ref, seen in ruled:
+        module = ref()
+        if module is None:
+            continue
+        name = type(module).__name__
+        if name not in seen:
+            seen.add(name)
+        if not names.isdisjoint(seen):
+            return True
+    return False
 
 
 # id -> (weak reference, the original_name of each module in it), per
@@ -547,6 +600,8 @@ def _ruled_call(module, args, kwargs):
     if dtypes is None and not rules and not _traces:
         with _lock:             # the last ruled module has gone
             _update()
+    if dtypes is not None:
+        rules.class_names(module)       # seen with its class now: a copy may keep it
     if rules and is_compiled(module):
         inner = getattr(module, "_orig_mod", module)
         if any(m in rules for m in inner.modules()):
@@ -612,6 +667,7 @@ def set_rule(module, device_type, dtype):
             if dtypes is None:
                 dtypes = rules[module] = {}
             dtypes[device_type] = dtype
+            rules.class_names(module)
         elif dtypes is not None:
             dtypes.pop(device_type, None)
             if not dtypes:
