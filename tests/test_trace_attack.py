@@ -220,8 +220,11 @@ def test_a_proxy_that_refuses_to_be_read_does_not_fail_the_rule():
     """What a callable object that a __call__ holds wraps is read as its
     __wrapped__: a proxy whose target is not there (one of a web
     framework's, outside its context) raises an error other than
-    AttributeError there, which failed torch::autocast_module_dtype."""
+    AttributeError there, which failed torch::autocast_module_dtype.  (A
+    __call__ that calls forward itself is refused, for that: the proxy is
+    read on the way, and its error is not what comes out.)"""
     from tclamp import module_rules
+    from tclamp.errors import UsageError
 
     class Proxy:
         def __call__(self, *args):
@@ -234,7 +237,9 @@ def test_a_proxy_that_refuses_to_be_read_does_not_fail_the_rule():
         def __call__(self, x):
             return self.forward(proxy(x)[0])
     module = UsesProxy(4, 4)
-    assert module_rules.set_rule(module, torch.float32, "cpu") == "module dtype set"
+    with pytest.raises(UsageError, match="^Invalid module: its class's __call__, .*UsesProxy"
+                       r"\.__call__, does not call torch\.nn\.Module\.__call__"):
+        module_rules.set_rule(module, torch.float32, "cpu")
     assert module_rules.set_rule(module, None, "cpu") == "module dtype removed"
 
 
@@ -885,19 +890,25 @@ def test_a_class_that_only_mentions_call_impl_is_not_refused():
         module_rules.set_rule(module, None, "cpu")
 
 
-@pytest.mark.xfail(strict=True, reason="open defect: a __call__ that reaches forward without "
-                   "Module.__call__ other than by naming _call_impl is accepted and not applied")
 @pytest.mark.parametrize("klass", [_CallsForward, _CallsImplByString])
 def test_a_class_whose_call_skips_module_call_is_refused_or_ruled(klass):
     """The contract: a rule is applied or refused.  A __call__ that calls
     self.forward, or _call_impl got by a computed name, never reaches
-    Module.__call__; the rule was set and the module computed in bfloat16."""
+    Module.__call__; the rule was set and the module computed in bfloat16.
+    Now it is refused: a class's own __call__ that reads no __call__
+    cannot be seen to go on to Module.__call__."""
     from tclamp import module_rules
     from tclamp.module_rules import UsageError
     x, module = torch.randn(2, 4), klass(4, 4)
     try:
         module_rules.set_rule(module, torch.float32, "cpu")
-    except UsageError:
+    except UsageError as refused:
+        assert (refused.kind, refused.details) == ("INVALID_VALUE", ("-module",))
+        assert refused.message == (
+            f"Invalid module: its class's __call__, {__name__}.{klass.__qualname__}.__call__,"
+            " does not call torch.nn.Module.__call__ (as super().__call__(...) does), so it"
+            " does not go through the rule")
+        assert module_calls.rule_table() == []
         return
     try:
         assert under_bfloat16(lambda: module(x)).dtype == torch.float32

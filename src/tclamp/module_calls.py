@@ -257,10 +257,14 @@ def binds_torch_call(module):
     refused): one whose code names __call__ goes on to the base's, which
     is what is looked at next, unless it also names _call_impl or
     _wrapped_call_impl.
+    A class's own __call__ (not torch's) that cannot be seen to go on to
+    Module.__call__ (_reaches_module_call: `return self.forward(x)`, or
+    `getattr(self, "_call" + "_impl")(x)`, a name no code reads) never
+    reaches it either: such a rule was accepted and silently not applied.
     The answer names what was found, for the message: (what the class
     holds as __call__, the function that names torch's, or None where
     that is what the class holds, and torch's function or the name it
-    calls)."""
+    calls), or (the __call__ that does not go on, None, None)."""
     for klass in type(module).__mro__:
         if klass is torch.nn.Module:
             return None
@@ -277,7 +281,64 @@ def binds_torch_call(module):
         reached = _calls_torch_call(found)
         if reached is not None:
             return (found, *reached)
+        own = _own_call(found)
+        if own is not None and not _reaches_module_call(own):
+            return own, None, None
     return None
+
+
+def _own_call(found):
+    """The __call__ a class holds (found) as written outside torch: found
+    itself, or, where it is a decorator of torch's (`@torch.no_grad()`),
+    the function that decorator wraps (functools.wraps's __wrapped__).
+    None where found is torch's own code (a torch class's __call__, as
+    torch.fx's GraphModule has), which is taken as it is."""
+    while isinstance(found, types.FunctionType) and _in_torch(found):
+        found = getattr(found, "__wrapped__", None)
+    return found
+
+
+def _reaches_module_call(function):
+    """Whether a class's own __call__ (function, not torch's) can be seen
+    to go on to Module.__call__: its code, or that of a function it holds
+    (as _calls_torch_call looks: in its closure, as a global its code
+    reads, as a default, as functools.wraps's __wrapped__; a wrapper that
+    is an object, by its __wrapped__), reads the name __call__
+    (`super().__call__(x)`, `torch.nn.Module.__call__(self, x)`), or holds
+    tclamp's `call` (a library's wrapper put over it, bound as the
+    class's __call__).  Anything else cannot be told from one that calls
+    forward itself (`self.forward(x)`), or _call_impl by a name made as
+    it runs, past Module.__call__ and so past the rule.  torch's
+    functions met on the way are not read or looked into: torch's own
+    code that names __call__ is not the class's way to Module.__call__."""
+    seen, waiting = set(), [function]
+    while waiting:
+        function = waiting.pop()
+        if function is None or id(function) in seen:
+            continue
+        if function is call:
+            return True
+        seen.add(id(function))
+        if isinstance(function, types.FunctionType):
+            if _in_torch(function):
+                continue
+            if "__call__" in _code_names(function.__code__):
+                return True
+        waiting.extend(_held(function))
+    return False
+
+
+def _held(function):
+    """What a function holds that it may call (functools.wraps's
+    __wrapped__, its defaults, its closure, the globals its code reads),
+    or what a wrapper that is no function wraps (_wrapped_by)."""
+    if not isinstance(function, types.FunctionType):
+        return (_wrapped_by(function),)
+    return (getattr(function, "__wrapped__", None),
+            *(function.__defaults__ or ()),
+            *(function.__kwdefaults__ or {}).values(),
+            *_closure_values(function),
+            *(function.__globals__.get(name) for name in function.__code__.co_names))
 
 
 _TORCH_CALLS = ("_wrapped_call_impl", "_call_impl")
@@ -323,22 +384,16 @@ def _calls_torch_call(function):
         if function is None or function is call or id(function) in seen:
             continue
         seen.add(id(function))
-        if not isinstance(function, types.FunctionType):
-            waiting.append(_wrapped_by(function))
-            continue
-        if function.__globals__ is torch_globals:
-            if function.__code__.co_name in _TORCH_CALLS:
-                return function, None
-        elif not _in_torch(function):
-            names = _code_names(function.__code__)
-            called = _torch_call_named(names)
-            if called is not None:
-                return function, called
-        waiting.extend((getattr(function, "__wrapped__", None),
-                        *(function.__defaults__ or ()),
-                        *(function.__kwdefaults__ or {}).values(),
-                        *_closure_values(function),
-                        *(function.__globals__.get(name) for name in function.__code__.co_names)))
+        if isinstance(function, types.FunctionType):
+            if function.__globals__ is torch_globals:
+                if function.__code__.co_name in _TORCH_CALLS:
+                    return function, None
+            elif not _in_torch(function):
+                names = _code_names(function.__code__)
+                called = _torch_call_named(names)
+                if called is not None:
+                    return function, called
+        waiting.extend(_held(function))
     return None
 
 

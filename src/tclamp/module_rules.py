@@ -32,6 +32,9 @@ BOUND_CALL = ("Invalid module: its class's __call__ is {found}, bound when the c
 CALL_BY_NAME = ("Invalid module: its class's __call__, {found}, calls torch.nn.Module.{name}"
                 " by name{through}, not torch.nn.Module.__call__, so it does not go through"
                 " the rule")
+NO_MODULE_CALL = ("Invalid module: its class's __call__, {found}, does not call"
+                  " torch.nn.Module.__call__ (as super().__call__(...) does), so it does not"
+                  " go through the rule")
 
 
 def unruled_call(why):
@@ -42,6 +45,8 @@ def unruled_call(why):
     found, function, name = why
     what = (module_calls.qualified_name(found) if isinstance(found, types.FunctionType)
             else f"a {module_calls.qualified_name(found)} object")
+    if function is None:
+        return NO_MODULE_CALL.format(found=what)
     if name is not None:
         through = "" if function is found else f" (in {module_calls.qualified_name(function)})"
         return CALL_BY_NAME.format(found=what, name=name, through=through)
