@@ -797,6 +797,37 @@ def test_encoding_option_without_a_script_as_in_tclsh(tmp_path, words, expected)
             child.close(force=True)
 
 
+@pytest.mark.parametrize("words", [["-"], ["-", "a", "b"], ["-encoding", "utf-8", "-"],
+                                   ["-encoding", "utf-8", "-", "x.tcl"]],
+                         ids=["dash", "dash-args", "encoding-dash", "encoding-dash-script"])
+def test_a_dash_for_the_script_reads_the_commands_as_in_tclsh(tmp_path, words):
+    """`tclsh -` (and `tclsh -encoding name -`): a word that starts with -
+    is no script, so tclsh reads its commands from stdin with the words as
+    $argv.  tclamp took - for a script's name: `couldn't read file "-": no
+    such file or directory`, status 1, and ran none of the piped commands."""
+    (tmp_path / "x.tcl").write_text("puts script\n")
+    piped = "puts [list $argc $argv $tcl_interactive]\n"
+    expected = f"{len(words)} {words[0] if words == ['-'] else '{' + ' '.join(words) + '}'} 0\n"
+    for program in [TCLSH], [sys.executable, "-m", "tclamp"]:
+        r = subprocess.run([*program, *words], input=piped, capture_output=True, text=True,
+                           cwd=tmp_path, env=tcl_env())
+        assert (r.stdout, r.stderr, r.returncode) == (expected, "", 0), program
+
+
+@pytest.mark.parametrize("name", ["-x", "-encoding", "--", "--version", "-h"])
+def test_an_encoding_name_that_starts_with_a_dash_is_a_name_as_in_tclsh(tmp_path, name):
+    """`tclsh -encoding -x x.tcl`: the word after -encoding is its name,
+    whatever it starts with (`unknown encoding "-x"`, status 1).  tclamp's
+    argparse took it for an option: `argument -encoding: expected one
+    argument` with the usage, status 2 (or printed its version, or help)."""
+    (tmp_path / "x.tcl").write_text("puts ran\n")
+    for program in [TCLSH], [sys.executable, "-m", "tclamp"]:
+        r = subprocess.run([*program, "-encoding", name, "x.tcl"], capture_output=True,
+                           text=True, cwd=tmp_path, env=tcl_env())
+        assert (r.stdout, r.stderr, r.returncode) == (
+            "", f'unknown encoding "{name}"\n', 1), program
+
+
 def test_an_empty_encoding_name_for_a_script_is_refused_on_each_tcl(tmp_path):
     """`-encoding "" script.tcl`: tclsh 8.6 reads the script as bytes,
     tclsh 9 refuses the name (`unknown encoding "": No longer supported`);

@@ -159,24 +159,37 @@ def uninstall_tcl(directory):
 
 
 def split_at_script(argv):
-    """tclamp's own words (its options, then the script's name) and the
-    script's arguments: every word after the name, `--` too, as tclsh passes
-    them (argparse would take a `--` there as its own).  Without a script
-    the arguments are the prompt's: `-encoding` and a name, if any, as in
-    tclsh."""
+    """tclamp's own words (its options, then the script's name), the
+    script's arguments and -encoding's name (None without one).  The
+    arguments are every word after the script's name, `--` too, as tclsh
+    passes them (argparse would take a `--` there as its own).  Without a
+    script they are the prompt's: `-encoding` and a name, if any, as in
+    tclsh.  `-` is no script either: as in tclsh, the commands come from
+    stdin, and it, the words after it and the -encoding words are $argv.
+    The word after `-encoding` is its name whatever it starts with
+    (`-encoding -x x.tcl` is tclsh's `unknown encoding "-x"`), so it is
+    read here, not by argparse."""
+    own, named = [], []     # tclamp's other options; the -encoding words
     index = 0
     while index < len(argv):
         word = argv[index]
+        encoding = named[-1] if named else None
         if word == "--":
-            return argv[:index + 2], argv[index + 2:]
-        if word == "-" or not word.startswith("-"):
-            return argv[:index + 1], argv[index + 1:]
-        if word == "-encoding" and index + 2 >= len(argv):
+            return own + argv[index:index + 2], argv[index + 2:], encoding
+        if word == "-" or word == "-encoding" and index + 2 >= len(argv):
             # tclsh reads -encoding so only before a name and a script;
-            # without a script it runs its prompt, these words its $argv.
-            return argv[:index], argv[index:]
-        index += 2 if word == "-encoding" else 1     # and its value
-    return argv, []
+            # without a script (and - is none) it runs its prompt, these
+            # words its $argv.
+            return own, named + argv[index:], None
+        if not word.startswith("-"):
+            return own + [word], argv[index + 1:], encoding
+        if word == "-encoding":
+            named += argv[index:index + 2]
+            index += 2
+        else:
+            own.append(word)
+            index += 1
+    return own, [], named[-1] if named else None
 
 
 def step_directory(argv):
@@ -218,10 +231,12 @@ def main(argv=None):
                              "the one tclsh reads a script in)")
     parser.add_argument("script", nargs="?", help="a Tcl script to run instead of the "
                                                   "prompt; the words after it are its $argv")
-    words, script_args = split_at_script(argv)
+    words, script_args, encoding = split_at_script(argv)
     options = parser.parse_args(words)
+    if encoding is None and options.script is not None:
+        encoding = options.encoding     # written -encoding=name
     if options.tcl_dir:
-        if options.script is not None or options.encoding is not None or script_args:
+        if options.script is not None or encoding is not None or script_args:
             parser.error("--tcl-dir prints a directory and runs nothing: it takes no script")
         print(tcl_dir())
         return 0
@@ -232,7 +247,7 @@ def main(argv=None):
         prompt.name_executable(prompt.runner())
         if options.script is None:
             return prompt.interact(interp, options.traceback, script_args)
-        return prompt.run_script(interp, options.script, script_args, options.encoding)
+        return prompt.run_script(interp, options.script, script_args, encoding)
     except KeyboardInterrupt:
         # Ctrl-C before the script or the prompt runs (while torch loads,
         # or the banner asks CUDA): it ends tclamp as it ends a script,
