@@ -19,15 +19,16 @@ from processes import TIME_LIMIT, assert_clean, assert_no_crash, environment, py
 
 # Python's own SIGINT handler, as at a terminal (a test run in the
 # background starts its children with SIGINT ignored), and a hook that
-# sends SIGINT the first time the module $STOP_AT is looked for.
+# sends SIGINT the first time the module $STOP_AT is looked for (the
+# first $STOP_TIMES times, if given).
 STOP_AT_IMPORT = """\
 import importlib.abc, os, signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 class _CtrlC(importlib.abc.MetaPathFinder):
-    fired = False
+    fired = 0
     def find_spec(self, name, path, target=None):
-        if name == os.environ.get("STOP_AT") and not _CtrlC.fired:
-            _CtrlC.fired = True
+        if name == os.environ.get("STOP_AT") and _CtrlC.fired < int(os.environ.get("STOP_TIMES", 1)):
+            _CtrlC.fired += 1
             os.kill(os.getpid(), signal.SIGINT)
         return None
 sys.meta_path.insert(0, _CtrlC())
@@ -73,6 +74,33 @@ for turn in range(3):
                                           else ["ImportError"])], r.report
     else:
         assert lines[1:] == ["1 0 42", "2 0 42"], r.report
+
+
+@pytest.mark.parametrize("stop", STOPS)
+def test_ctrl_c_twice_during_the_lazy_torch_import(tmp_path, stop):
+    """Ctrl-C in the first import and again in the one more try that
+    follows it.  Stopped inside torch both times, every later call
+    imported torch again, a third time, and the process crashed at its
+    exit (SIGSEGV, in torch's teardown); now the calls after the second
+    stop say that torch cannot be imported, without trying.  Stopped
+    after torch is in, the next call works."""
+    r = python(tmp_path, STOP_AT_IMPORT + "import tclamp\n" + FIRST_USE["tclamp.tcl"] + """\
+for turn in range(4):
+    try:
+        print(turn, run('list [torch::autocast_is_enabled cpu] [py eval 6*7]'))
+    except BaseException as error:
+        print(turn, type(error).__name__, str(error).partition(' (')[0])
+""", extra_env={"STOP_AT": stop, "STOP_TIMES": "2"})
+    assert_clean(r)
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ["0 KeyboardInterrupt ", "1 KeyboardInterrupt "], r.report
+    if stop == "torch.nn":
+        cannot = ("tclamp cannot import torch: an earlier import of it in this process was "
+                  "stopped part way by KeyboardInterrupt, and torch cannot be imported again "
+                  "until the process starts anew")
+        assert lines[2:] == [f"{turn} ImportError {cannot}" for turn in (2, 3)], r.report
+    else:
+        assert lines[2:] == ["2 0 42", "3 0 42"], r.report
 
 
 @pytest.mark.parametrize("stop", STOPS)

@@ -111,9 +111,23 @@ def _import_commands():
             f"again until the process starts anew ({type(error).__name__}: {error})")
         raise ImportError(_import_broken) from error
     except BaseException as error:
+        if _import_stopped_by is not None and _torch_half_imported():
+            # The one more try stopped inside torch too: a further try
+            # would import it a third time (and crash the process's exit).
+            _import_broken = (
+                f"tclamp cannot import torch: an earlier import of it in this process was "
+                f"stopped part way by {_import_stopped_by}, and torch cannot be imported "
+                f"again until the process starts anew (the next try was stopped by "
+                f"{type(error).__name__} too)")
         _import_stopped_by = type(error).__name__
         raise
     return bridge, commands
+
+
+def _torch_half_imported():
+    """Whether an import of torch stopped part way left its modules behind
+    without torch itself (which the import system removes)."""
+    return "torch" not in sys.modules and any(name.startswith("torch.") for name in list(sys.modules))
 
 
 def _attach(interp):
