@@ -263,7 +263,8 @@ install-tcl: system-packages
 uninstall-tcl:
 	@$(install_dirs_named)
 	dir='$(TCL_PKG_DIR)'; index="$$dir/pkgIndex.tcl"; left=; \
-	if [ -f "$$index" ] && head -n 1 "$$index" | grep -q '^# tclamp .*written by `tclamp install-tcl`'; then \
+	if [ -L "$$index" ]; then left="its pkgIndex.tcl is a symbolic link, which install-tcl does not write"; \
+	elif [ -f "$$index" ] && head -n 1 "$$index" | grep -q '^# tclamp .*written by `tclamp install-tcl`'; then \
 	    started=$$(head -n 1 "$$index" | sed -n 's/.*, and Python starts from //p'); \
 	    if [ -e "$$started" ] && ! [ "$$(dirname "$$(dirname "$$started")")" -ef '$(INSTALL_VENV)' ]; then \
 	        left="its index starts $$started, another environment's tclamp"; \

@@ -738,3 +738,96 @@ def test_make_uninstall_tcl_removes_the_directories_install_tcl_made_with_the_en
         assert os.listdir(mine) == ([] if case != "no python" else ["lib"]), case
         assert case != "no python" or os.listdir(made[1]) == []
     assert said == ["", "", f"removed {target / 'pkgIndex.tcl'}, {target}, {made[1]}, {made[0]}\n"]
+
+
+def uninstall_by(route, index_dir):
+    """Runs the removal of index_dir's index by the environment's `tclamp
+    uninstall-tcl`, or as make uninstall-tcl does with the environment gone
+    (`python3 -I install_record.py INDEX`)."""
+    if route == "tclamp":
+        r = subprocess.run([sys.executable, "-m", "tclamp", "uninstall-tcl", str(index_dir)],
+                           capture_output=True, text=True)
+    else:
+        r = subprocess.run([sys.executable, "-I", str(ROOT / "src" / "tclamp" / "install_record.py"),
+                            str(index_dir / "pkgIndex.tcl")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert not (index_dir / "pkgIndex.tcl").exists()
+
+
+@pytest.mark.parametrize("route", ["tclamp", "install_record"])
+def test_a_tampered_record_removes_only_the_index_s_own_directories(tmp_path, route):
+    """The record (`# made by install-tcl: [...]`) is a line in a file:
+    edited, it named any directory, and an empty one was removed wherever it
+    was: elsewhere on the disk, out of the index's tree by `..`, or relative
+    to the current directory.  install-tcl only ever makes the index's
+    directory and its parents, so only those are removed now."""
+    base = tmp_path / "base"
+    made = [base / "lib", base / "lib" / "tcltk", base / "lib" / "tcltk" / "tclamp"]
+    made[-1].mkdir(parents=True)
+    victims = [tmp_path / "victim", base / "victim2", base / "rel-victim", tmp_path / "v" / "w"]
+    for victim in victims:
+        victim.mkdir(parents=True)
+    record = [*map(str, reversed(made)), str(victims[0]), str(base / "lib" / ".." / "victim2"),
+              "rel-victim", str(victims[3]), str(tmp_path / "v")]
+    (made[-1] / "pkgIndex.tcl").write_text(
+        INSTALLED_INDEX_START + "# made by install-tcl: " + json.dumps(record) + "\n")
+    cwd = os.getcwd()
+    os.chdir(base)
+    try:
+        uninstall_by(route, made[-1])
+    finally:
+        os.chdir(cwd)
+    assert [v for v in victims if not v.is_dir()] == []
+    assert not made[0].exists()
+
+
+@pytest.mark.parametrize("route", ["tclamp", "install_record"])
+def test_a_made_directory_swapped_for_a_link_keeps_what_is_below_it(tmp_path, route):
+    """A directory install-tcl made (base/lib) that is a symbolic link now
+    (to base/other, which holds tcltk/tclamp/pkgIndex.tcl): the link stayed,
+    but the recorded base/lib/tcltk and base/lib/tcltk/tclamp, which now are
+    base/other's, were removed through it.  Now a recorded directory below a
+    recorded one that is a link stays: it is not the one install-tcl made."""
+    base = tmp_path / "base"
+    target = base / "other" / "tcltk" / "tclamp"
+    target.mkdir(parents=True)
+    (base / "lib").symlink_to(base / "other")
+    made = [base / "lib", base / "lib" / "tcltk", base / "lib" / "tcltk" / "tclamp"]
+    (target / "pkgIndex.tcl").write_text(
+        INSTALLED_INDEX_START + "# made by install-tcl: "
+        + json.dumps([*map(str, reversed(made))]) + "\n")
+    uninstall_by(route, made[-1])
+    assert (base / "lib").is_symlink() and target.is_dir()
+
+
+@pytest.mark.parametrize("route", ["tclamp", "install_record", "make"])
+def test_an_index_that_is_a_symbolic_link_is_left(tmp_path, route):
+    """install-tcl writes its index as a file; a pkgIndex.tcl that is a
+    symbolic link (to an index tclamp wrote elsewhere) is someone's link.
+    uninstall-tcl removed the link (and then the emptied directory); now
+    it leaves both, and says why."""
+    elsewhere = tmp_path / "real" / "tclamp"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "pkgIndex.tcl").write_text(INSTALLED_INDEX_START + "# made by install-tcl: []\n")
+    index_dir = tmp_path / "pkg" / "tclamp"
+    index_dir.mkdir(parents=True)
+    (index_dir / "pkgIndex.tcl").symlink_to(elsewhere / "pkgIndex.tcl")
+    if route == "tclamp":
+        r = subprocess.run([sys.executable, "-m", "tclamp", "uninstall-tcl", str(index_dir)],
+                           capture_output=True, text=True)
+        assert (r.returncode, r.stderr) == (1, f"tclamp uninstall-tcl: {index_dir / 'pkgIndex.tcl'} "
+                                               "is a symbolic link, which install-tcl does not "
+                                               "write: left as it is\n")
+    elif route == "install_record":
+        r = subprocess.run([sys.executable, "-I", str(ROOT / "src" / "tclamp" / "install_record.py"),
+                            str(index_dir / "pkgIndex.tcl")], capture_output=True, text=True)
+        assert r.returncode == 1 and "is a symbolic link" in r.stderr
+    else:
+        if shutil.which("make") is None:
+            pytest.skip("no make")
+        r = subprocess.run(["make", "-s", "-C", ROOT, "uninstall-tcl",
+                            f"INSTALL_VENV={tmp_path / 'venv'}", f"TCL_PKG_DIR={index_dir}"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    assert (index_dir / "pkgIndex.tcl").is_symlink()
+    assert (elsewhere / "pkgIndex.tcl").is_file()

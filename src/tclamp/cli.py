@@ -130,6 +130,9 @@ def uninstall_tcl(directory):
     if not index.is_file():
         raise SystemExit(f"tclamp uninstall-tcl: no pkgIndex.tcl in {shown(index.parent)}: "
                          "name the directory that tclamp install-tcl wrote to")
+    if index.is_symlink():
+        raise SystemExit(f"tclamp uninstall-tcl: {shown(index)} is a symbolic link, which "
+                         "install-tcl does not write: left as it is")
     line = first_line(index) or ""
     if not (line.startswith(INDEX_START) and WRITTEN in line):
         # Another package's, or the one beside tclamp's package (pip
@@ -150,7 +153,7 @@ def uninstall_tcl(directory):
         places.insert(0, index.parent)
     try:
         index.unlink()
-        removed = [str(index), *map(str, remove_empty(places))]
+        removed = [str(index), *map(str, remove_empty(places, index))]
     except OSError as error:
         raise SystemExit(f"tclamp uninstall-tcl: {error}") from None
     # (an index an older install-tcl wrote may have such a name)

@@ -28,12 +28,28 @@ def made_by_install(index):
     return []
 
 
-def remove_empty(places):
-    """Removes each of `places` that is a directory (not a symbolic link,
-    which install-tcl does not make) with nothing in it, the deepest first;
-    returns those it removed."""
+def own_places(places, index):
+    """Those of `places` that install-tcl can have made for `index`: its
+    directory and that directory's parents, named as the index is (an
+    edited record may name any directory: elsewhere, relative, or out of
+    the tree by `..`, which only the index's own directory, as named, may
+    hold).  A place below a recorded one that is a symbolic link now is
+    not the directory install-tcl made there: it is left too."""
+    index_dir = Path(index).absolute().parent
+    own = {index_dir, *index_dir.parents}
+    recorded = set(map(Path, places))
+    return [place for place in map(Path, places)
+            if place in own and (".." not in place.parts or place == index_dir)
+            and not any(above.is_symlink() for above in place.parents if above in recorded)]
+
+
+def remove_empty(places, index):
+    """Removes each of `places` that install-tcl can have made for `index`
+    (own_places) and is a directory (not a symbolic link, which install-tcl
+    does not make) with nothing in it, the deepest first; returns those it
+    removed."""
     removed = []
-    for place in sorted(map(Path, places), key=lambda p: len(p.parts), reverse=True):
+    for place in sorted(own_places(places, index), key=lambda p: len(p.parts), reverse=True):
         if place.is_dir() and not place.is_symlink() and not any(place.iterdir()):
             place.rmdir()
             removed.append(place)
@@ -42,9 +58,12 @@ def remove_empty(places):
 
 if __name__ == "__main__":
     index = Path(sys.argv[1])
+    if index.is_symlink():
+        sys.exit(f"make uninstall-tcl: {index} is a symbolic link, which install-tcl "
+                 "does not write: left as it is")
     places = made_by_install(index)
     index.unlink(missing_ok=True)
     try:
-        remove_empty(places)
+        remove_empty(places, index)
     except OSError as error:
         sys.exit(f"make uninstall-tcl: {error}")
