@@ -11,13 +11,17 @@ import pytest
 
 # The work units that take longest, longest first, from the H200 gpu-check
 # run of issue 27 (the sum of each file's test times: test_prompt.py 419 s,
-# test_docs.py 290 s, test_plugin.py 182 s, test_startup.py 168 s).  A file
+# test_docs.py 290 s, test_plugin.py 182 s, test_startup.py 168 s), and
+# three files since grown past test_lifetimes.py (a look-alike run here:
+# test_gc_attack_children.py 92 s, test_trace_attack.py 88 s,
+# test_interrupts.py 69 s, where test_lifetimes.py took 70 s).  A file
 # kept whole is one unit as long as the whole file, so test_plugin.py goes
 # out first: handed out sixth, it ended that run (316 s) alone, where a
 # replay of the run's test times ends the other workers at about 210 s.
 LONGEST_FIRST = ("test_plugin.py", "test_prompt.py", "test_docs.py", "test_startup.py",
                  "test_exit.py", "test_handle_memory.py", "test_aten_attack.py", "test_hosts.py",
-                 "test_ddp.py", "test_lifetimes.py")
+                 "test_ddp.py", "test_gc_attack_children.py", "test_trace_attack.py",
+                 "test_lifetimes.py", "test_interrupts.py")
 # Of those, the files whose tests share a fixture wider than one test
 # (test_plugin.py's module fixture runs pytest once for several of them):
 # handed out a test at a time, each worker would run it again.
