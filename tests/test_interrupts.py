@@ -45,6 +45,24 @@ FIRST_USE = {
                "run = lambda script: tkinter.Tcl().eval('package require tclamp; ' + script)\n",
 }
 
+CANNOT = ("tclamp cannot import torch: an earlier import of it in this process was stopped "
+          "part way by KeyboardInterrupt, and torch cannot be imported again until the "
+          "process starts anew")
+
+
+def calls_after_stops(tmp_path, first_use, turns, **stops):
+    """A fresh process that makes `turns` calls, the first one tclamp's
+    first use (FIRST_USE), with SIGINT sent as `stops` say (STOP_AT_IMPORT);
+    each call prints its turn and result, or its error's type and message
+    (up to a parenthesis)."""
+    return python(tmp_path, STOP_AT_IMPORT + "import tclamp\n" + FIRST_USE[first_use] + f"""\
+for turn in range({turns}):
+    try:
+        print(turn, run('list [torch::autocast_is_enabled cpu] [py eval 6*7]'))
+    except BaseException as error:
+        print(turn, type(error).__name__, str(error).partition(' (')[0])
+""", extra_env=stops)
+
 
 @pytest.mark.parametrize("first_use", ["tclamp.tcl", "Interp",
                                        pytest.param("tkinter", marks=needs_tkinters_tcl)])
@@ -54,22 +72,13 @@ def test_ctrl_c_during_the_lazy_torch_import_then_the_next_call(tmp_path, stop, 
     of it).  Stopped inside torch's own import, torch cannot be imported
     again in that process (as in Python alone): every later call says so
     clearly; stopped after it, the next call works."""
-    r = python(tmp_path, STOP_AT_IMPORT + "import tclamp\n" + FIRST_USE[first_use] + """\
-for turn in range(3):
-    try:
-        print(turn, run('list [torch::autocast_is_enabled cpu] [py eval 6*7]'))
-    except BaseException as error:
-        print(turn, type(error).__name__, str(error).partition(' (')[0])
-""", extra_env={"STOP_AT": stop})
+    r = calls_after_stops(tmp_path, first_use, 3, STOP_AT=stop)
     assert_clean(r)
     lines = r.stdout.splitlines()
     assert len(lines) == 3, r.report
     assert lines[0] in ("0 KeyboardInterrupt ", "0 TclError KeyboardInterrupt"), r.report
     if stop == "torch.nn":
-        cannot = ("tclamp cannot import torch: an earlier import of it in this process was "
-                  "stopped part way by KeyboardInterrupt, and torch cannot be imported again "
-                  "until the process starts anew")
-        assert lines[1:] == [f"{turn} {kind} {cannot}" for turn in (1, 2)
+        assert lines[1:] == [f"{turn} {kind} {CANNOT}" for turn in (1, 2)
                              for kind in (["TclError ImportError:"] if first_use == "tkinter"
                                           else ["ImportError"])], r.report
     else:
@@ -84,21 +93,12 @@ def test_ctrl_c_twice_during_the_lazy_torch_import(tmp_path, stop):
     exit (SIGSEGV, in torch's teardown); now the calls after the second
     stop say that torch cannot be imported, without trying.  Stopped
     after torch is in, the next call works."""
-    r = python(tmp_path, STOP_AT_IMPORT + "import tclamp\n" + FIRST_USE["tclamp.tcl"] + """\
-for turn in range(4):
-    try:
-        print(turn, run('list [torch::autocast_is_enabled cpu] [py eval 6*7]'))
-    except BaseException as error:
-        print(turn, type(error).__name__, str(error).partition(' (')[0])
-""", extra_env={"STOP_AT": stop, "STOP_TIMES": "2"})
+    r = calls_after_stops(tmp_path, "tclamp.tcl", 4, STOP_AT=stop, STOP_TIMES="2")
     assert_clean(r)
     lines = r.stdout.splitlines()
     assert lines[:2] == ["0 KeyboardInterrupt ", "1 KeyboardInterrupt "], r.report
     if stop == "torch.nn":
-        cannot = ("tclamp cannot import torch: an earlier import of it in this process was "
-                  "stopped part way by KeyboardInterrupt, and torch cannot be imported again "
-                  "until the process starts anew")
-        assert lines[2:] == [f"{turn} ImportError {cannot}" for turn in (2, 3)], r.report
+        assert lines[2:] == [f"{turn} ImportError {CANNOT}" for turn in (2, 3)], r.report
     else:
         assert lines[2:] == ["2 0 42", "3 0 42"], r.report
 
