@@ -8,6 +8,7 @@ import gc
 import random
 import sys
 import textwrap
+import weakref
 
 import pytest
 import torch
@@ -770,27 +771,28 @@ class _Relu(torch.nn.Module):
 
 def test_a_new_torchscript_module_at_a_dead_ones_id_gets_no_stale_class_names():
     """_original_names keeps class names per TorchScript module by id: a
-    module made at the id of one that went (after its names were kept) and
-    that holds a copy of a ruled Linear is refused, not skipped with the
-    dead one's names (a ReLU's)."""
+    module at the id of one that went, whose entry is still there (its
+    weak reference's callback not yet run), that holds a copy of a ruled
+    Linear is refused, not skipped with the dead one's names (a ReLU's).
+    The entry is put at the new module's id by hand: waiting for CPython
+    to reuse an id took from a few to 180 seconds of scripting and
+    tracing, and could end with none reused."""
     x, linear = torch.randn(2, 4), torch.nn.Linear(4, 4)
     module_calls.set_rule(linear, "cpu", torch.float32)
     try:
-        for _ in range(2000):
-            first = torch.jit.script(_Relu())
-            under_bfloat16(lambda: first(x))
-            old = id(first)
-            assert old in module_calls._script_names
-            del first
-            gc.collect()
-            second = torch.jit.trace(_Holder(linear), x)
-            if id(second) == old:
-                break
-            del second
-        else:
-            pytest.skip("no id was reused")
+        first = torch.jit.script(_Relu())
+        under_bfloat16(lambda: first(x))
+        stale = module_calls._script_names[id(first)]
+        assert "Linear" not in stale[1]
+        dead = weakref.ref(first)
+        del first
+        gc.collect()
+        assert dead() is None and stale[0]() is None
+        second = torch.jit.trace(_Holder(linear), x)
+        module_calls._script_names[id(second)] = stale
         with pytest.raises(RuntimeError, match="^tclamp: a TorchScript module .* was made from"):
             under_bfloat16(lambda: second(x))
+        assert module_calls._script_names[id(second)][0]() is second
     finally:
         module_calls.set_rule(linear, "cpu", None)
 
