@@ -105,23 +105,25 @@ def _import_commands():
     except Exception as error:
         if _import_stopped_by is None:
             raise
-        _import_broken = (
-            f"tclamp cannot import torch: an earlier import of it in this process was "
-            f"stopped part way by {_import_stopped_by}, and torch cannot be imported "
-            f"again until the process starts anew ({type(error).__name__}: {error})")
+        _import_broken = _cannot_import_torch(f"{type(error).__name__}: {error}")
         raise ImportError(_import_broken) from error
     except BaseException as error:
         if _import_stopped_by is not None and _torch_half_imported():
             # The one more try stopped inside torch too: a further try
             # would import it a third time (and crash the process's exit).
-            _import_broken = (
-                f"tclamp cannot import torch: an earlier import of it in this process was "
-                f"stopped part way by {_import_stopped_by}, and torch cannot be imported "
-                f"again until the process starts anew (the next try was stopped by "
-                f"{type(error).__name__} too)")
+            _import_broken = _cannot_import_torch(
+                f"the next try was stopped by {type(error).__name__} too")
         _import_stopped_by = type(error).__name__
         raise
     return bridge, commands
+
+
+def _cannot_import_torch(why):
+    """What every call says once torch cannot be imported again (why: the
+    last try's end)."""
+    return (f"tclamp cannot import torch: an earlier import of it in this process was "
+            f"stopped part way by {_import_stopped_by}, and torch cannot be imported "
+            f"again until the process starts anew ({why})")
 
 
 def _torch_half_imported():
