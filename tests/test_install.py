@@ -800,6 +800,31 @@ def test_a_made_directory_swapped_for_a_link_keeps_what_is_below_it(tmp_path, ro
     assert (base / "lib").is_symlink() and target.is_dir()
 
 
+@pytest.mark.parametrize("target", ["an index", "nothing"])
+def test_install_tcl_does_not_write_through_an_index_that_is_a_symbolic_link(tmp_path, target):
+    """A pkgIndex.tcl that is a symbolic link: install-tcl wrote through it,
+    over the index it links to (another directory's), or made the file a
+    dangling link names, which uninstall-tcl (it leaves links) could then
+    never remove.  Now it is refused, and nothing changes."""
+    elsewhere = tmp_path / "real" / "tclamp" / "pkgIndex.tcl"
+    elsewhere.parent.mkdir(parents=True)
+    before = INSTALLED_INDEX_START + "# made by install-tcl: []\n"
+    if target == "an index":
+        elsewhere.write_text(before)
+    index_dir = tmp_path / "pkg" / "tclamp"
+    index_dir.mkdir(parents=True)
+    (index_dir / "pkgIndex.tcl").symlink_to(elsewhere)
+    r = install_tcl_outside_a_checkout("install-tcl", index_dir)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        1, "", f"tclamp install-tcl: {index_dir / 'pkgIndex.tcl'} is a symbolic link, which this "
+               "would write through: left as it is (remove it, or name another directory)\n")
+    assert (index_dir / "pkgIndex.tcl").is_symlink()
+    if target == "an index":
+        assert elsewhere.read_text() == before
+    else:
+        assert not elsewhere.exists()
+
+
 @pytest.mark.parametrize("route", ["tclamp", "install_record", "make"])
 def test_an_index_that_is_a_symbolic_link_is_left(tmp_path, route):
     """install-tcl writes its index as a file; a pkgIndex.tcl that is a

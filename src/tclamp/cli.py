@@ -59,6 +59,13 @@ def install_tcl(directory):
             f"{sys.getfilesystemencoding()} text, and Tcl cannot name it: choose another directory")
     if index.parent.exists() and not index.parent.is_dir():
         raise SystemExit(f"tclamp install-tcl: {index.parent} is a file, not a directory")
+    # Written through, the link's target (another directory's index, or a
+    # file a dangling link names) would change, and uninstall-tcl, which
+    # leaves links, could never remove it.
+    if index.is_symlink():
+        raise SystemExit(f"tclamp install-tcl: {index} is a symbolic link, which this "
+                         "would write through: left as it is (remove it, or name another "
+                         "directory)")
     line = first_line(index)        # None: no index there (unreadable: writing says why)
     if line is not None and not line.startswith(INDEX_START):
         raise SystemExit(
