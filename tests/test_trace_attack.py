@@ -916,3 +916,67 @@ def test_a_class_whose_call_skips_module_call_is_refused_or_ruled(klass):
         assert under_bfloat16(lambda: module(x)).dtype == torch.float32
     finally:
         module_rules.set_rule(module, None, "cpu")
+
+
+def _passes_on(module, x):
+    return torch.nn.Module.__call__(module, x)
+
+
+class _HelperInLambda(torch.nn.Linear):
+    def __call__(self, x):
+        return (lambda: _passes_on(self, x))()
+
+
+class _HelperInComprehension(torch.nn.Linear):
+    def __call__(self, x):
+        return [_passes_on(self, v) for v in (x,)][0]
+
+
+@pytest.mark.parametrize("klass", [_HelperInLambda, _HelperInComprehension])
+def test_a_global_helper_called_from_a_lambda_or_comprehension_goes_through_the_rule(klass):
+    """A class's own __call__ that calls a global helper which calls
+    torch.nn.Module.__call__ is ruled; called from a lambda (or, before
+    Python 3.12, a comprehension: code of its own) the helper was not
+    followed, as only the globals of the __call__'s own code were, and a
+    module that goes through the rule was refused."""
+    from tclamp import module_rules
+    x, module = torch.randn(2, 4), klass(4, 4)
+    assert module_rules.set_rule(module, torch.float32, "cpu") == "module dtype set"
+    try:
+        assert under_bfloat16(lambda: module(x)).dtype == torch.float32
+    finally:
+        module_rules.set_rule(module, None, "cpu")
+    assert module_calls.rule_table() == []
+
+
+def _skip(module, x):
+    """A global that shares its name with _SkipsByMethod's method, and
+    calls torch.nn.Module.__call__."""
+    return torch.nn.Module.__call__(module, x)
+
+
+class _SkipsByMethod(torch.nn.Linear):
+    def _skip(self, x):
+        return self.forward(x)
+
+    def __call__(self, x):
+        return self._skip(x)
+
+
+def test_an_attribute_named_as_a_global_is_not_taken_for_that_global():
+    """self._skip(x) reads the attribute _skip, not the global _skip: the
+    global (which calls torch.nn.Module.__call__) was taken for a helper
+    the __call__ calls, so the rule was set and not applied (bfloat16)."""
+    from tclamp import module_rules
+    from tclamp.module_rules import UsageError
+    x, module = torch.randn(2, 4), _SkipsByMethod(4, 4)
+    with pytest.raises(UsageError) as refused:
+        module_rules.set_rule(module, torch.float32, "cpu")
+    assert (refused.value.kind, refused.value.details) == ("INVALID_VALUE", ("-module",))
+    assert refused.value.message == (
+        f"Invalid module: its class's __call__, {__name__}._SkipsByMethod.__call__,"
+        " does not call torch.nn.Module.__call__ (as super().__call__(...) does), so it"
+        " does not go through the rule")
+    assert module_calls.rule_table() == []
+    assert under_bfloat16(lambda: module(x)).dtype == torch.bfloat16
+

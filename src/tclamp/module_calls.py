@@ -11,6 +11,7 @@ arguments alive in a traceback.  The wrapper's own frame holds what it
 replaced, and puts it back in `finally`.
 """
 import copy
+import dis
 import functools
 import itertools
 import sys
@@ -338,7 +339,26 @@ def _held(function):
             *(function.__defaults__ or ()),
             *(function.__kwdefaults__ or {}).values(),
             *_closure_values(function),
-            *(function.__globals__.get(name) for name in function.__code__.co_names))
+            *(function.__globals__.get(name) for name in _global_names(function.__code__)))
+
+
+_GLOBAL_READS = frozenset(("LOAD_GLOBAL", "LOAD_NAME"))
+
+
+def _global_names(code):
+    """The global names code reads, and those of the code made inside it
+    (a lambda, a comprehension before Python 3.12), in the order read.
+    Not co_names, which also holds the attribute names code reads: in
+    `self._skip(x)` a global function _skip (calling
+    torch.nn.Module.__call__) was taken for a helper the __call__ calls,
+    and a global called from a lambda was not followed."""
+    names, waiting = {}, [code]
+    while waiting:
+        code = waiting.pop()
+        names.update((op.argval, None) for op in dis.get_instructions(code)
+                     if op.opname in _GLOBAL_READS)
+        waiting.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+    return names
 
 
 _TORCH_CALLS = ("_wrapped_call_impl", "_call_impl")
