@@ -355,8 +355,11 @@ def _global_names(code):
     names, waiting = {}, [code]
     while waiting:
         code = waiting.pop()
-        names.update((op.argval, None) for op in dis.get_instructions(code)
-                     if op.opname in _GLOBAL_READS)
+        try:
+            names.update((op.argval, None) for op in dis.get_instructions(code)
+                         if op.opname in _GLOBAL_READS)
+        except Exception:       # code made by hand that dis cannot read (an index past co_names)
+            names.update((name, None) for name in code.co_names)
         waiting.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
     return names
 
@@ -419,9 +422,11 @@ def _calls_torch_call(function):
 
 def _in_torch(function):
     """Whether function is torch's: torch's own code that names _call_impl
-    (torch.compile's) is not a class's way round Module.__call__."""
-    name = function.__globals__.get("__name__") or ""
-    return name == "torch" or name.startswith("torch.")
+    (torch.compile's) is not a class's way round Module.__call__.  Code
+    run with globals whose __name__ is no string (exec) is not torch's:
+    it failed set_rule with an AttributeError."""
+    name = function.__globals__.get("__name__")
+    return isinstance(name, str) and (name == "torch" or name.startswith("torch."))
 
 
 def qualified_name(function):
