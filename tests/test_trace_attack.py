@@ -880,17 +880,23 @@ class _MentionsCallImpl(torch.nn.Linear):
         return super().__call__(x)
 
 
+def assert_float32_rule_applies(module):
+    """A float32 rule on module is set and applied (it computes in float32
+    under bfloat16 autocast), and then removed, leaving no rule."""
+    from tclamp import module_rules
+    assert module_rules.set_rule(module, torch.float32, "cpu") == "module dtype set"
+    try:
+        assert under_bfloat16(lambda: module(torch.randn(2, 4))).dtype == torch.float32
+    finally:
+        module_rules.set_rule(module, None, "cpu")
+    assert module_calls.rule_table() == []
+
+
 def test_a_class_that_only_mentions_call_impl_is_not_refused():
     """binds_torch_call reads the names a __call__'s code reads: a string or
     docstring that says _call_impl, or an attribute _call_impl_count, is no
     call of it; the rule is set and applied."""
-    from tclamp import module_rules
-    x, module = torch.randn(2, 4), _MentionsCallImpl(4, 4)
-    assert module_rules.set_rule(module, torch.float32, "cpu") == "module dtype set"
-    try:
-        assert under_bfloat16(lambda: module(x)).dtype == torch.float32
-    finally:
-        module_rules.set_rule(module, None, "cpu")
+    assert_float32_rule_applies(_MentionsCallImpl(4, 4))
 
 
 @pytest.mark.parametrize("klass", [_CallsForward, _CallsImplByString])
@@ -940,14 +946,7 @@ def test_a_global_helper_called_from_a_lambda_or_comprehension_goes_through_the_
     Python 3.12, a comprehension: code of its own) the helper was not
     followed, as only the globals of the __call__'s own code were, and a
     module that goes through the rule was refused."""
-    from tclamp import module_rules
-    x, module = torch.randn(2, 4), klass(4, 4)
-    assert module_rules.set_rule(module, torch.float32, "cpu") == "module dtype set"
-    try:
-        assert under_bfloat16(lambda: module(x)).dtype == torch.float32
-    finally:
-        module_rules.set_rule(module, None, "cpu")
-    assert module_calls.rule_table() == []
+    assert_float32_rule_applies(klass(4, 4))
 
 
 def _skip(module, x):
