@@ -352,15 +352,13 @@ def _global_names(code):
     `self._skip(x)` a global function _skip (calling
     torch.nn.Module.__call__) was taken for a helper the __call__ calls,
     and a global called from a lambda was not followed."""
-    names, waiting = {}, [code]
-    while waiting:
-        code = waiting.pop()
+    names = {}
+    for inner in _codes_in(code):
         try:
-            names.update((op.argval, None) for op in dis.get_instructions(code)
+            names.update((op.argval, None) for op in dis.get_instructions(inner)
                          if op.opname in _GLOBAL_READS)
         except Exception:       # code made by hand that dis cannot read (an index past co_names)
-            names.update((name, None) for name in code.co_names)
-        waiting.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
+            names.update((name, None) for name in inner.co_names)
     return names
 
 
@@ -373,15 +371,20 @@ def _torch_call_named(names):
     return next((name for name in _TORCH_CALLS if name in names), None)
 
 
-def _code_names(code):
-    """The attribute and global names code reads, and those of the code
-    made inside it (a lambda, a comprehension on Python 3.11)."""
-    names, waiting = set(), [code]
+def _codes_in(code):
+    """code, and the code made inside it (a lambda, a comprehension before
+    Python 3.12), at any depth."""
+    waiting = [code]
     while waiting:
         code = waiting.pop()
-        names.update(code.co_names)
+        yield code
         waiting.extend(const for const in code.co_consts if isinstance(const, types.CodeType))
-    return names
+
+
+def _code_names(code):
+    """The attribute and global names code reads, and those of the code
+    made inside it."""
+    return {name for inner in _codes_in(code) for name in inner.co_names}
 
 
 def _calls_torch_call(function):
