@@ -892,6 +892,21 @@ def assert_float32_rule_applies(module):
     assert module_calls.rule_table() == []
 
 
+def assert_refused_as_skipping(module, call_name):
+    """A rule on module is refused, naming its class's __call__ (call_name)
+    as one that does not call torch.nn.Module.__call__, and none is set."""
+    from tclamp import module_rules
+    from tclamp.module_rules import UsageError
+    with pytest.raises(UsageError) as refused:
+        module_rules.set_rule(module, torch.float32, "cpu")
+    assert (refused.value.kind, refused.value.details) == ("INVALID_VALUE", ("-module",))
+    assert refused.value.message == (
+        f"Invalid module: its class's __call__, {call_name}, does not call"
+        " torch.nn.Module.__call__ (as super().__call__(...) does), so it does not go through"
+        " the rule")
+    assert module_calls.rule_table() == []
+
+
 def test_a_class_that_only_mentions_call_impl_is_not_refused():
     """binds_torch_call reads the names a __call__'s code reads: a string or
     docstring that says _call_impl, or an attribute _call_impl_count, is no
@@ -967,60 +982,31 @@ def test_an_attribute_named_as_a_global_is_not_taken_for_that_global():
     """self._skip(x) reads the attribute _skip, not the global _skip: the
     global (which calls torch.nn.Module.__call__) was taken for a helper
     the __call__ calls, so the rule was set and not applied (bfloat16)."""
-    from tclamp import module_rules
-    from tclamp.module_rules import UsageError
-    x, module = torch.randn(2, 4), _SkipsByMethod(4, 4)
-    with pytest.raises(UsageError) as refused:
-        module_rules.set_rule(module, torch.float32, "cpu")
-    assert (refused.value.kind, refused.value.details) == ("INVALID_VALUE", ("-module",))
-    assert refused.value.message == (
-        f"Invalid module: its class's __call__, {__name__}._SkipsByMethod.__call__,"
-        " does not call torch.nn.Module.__call__ (as super().__call__(...) does), so it"
-        " does not go through the rule")
-    assert module_calls.rule_table() == []
-    assert under_bfloat16(lambda: module(x)).dtype == torch.bfloat16
+    module = _SkipsByMethod(4, 4)
+    assert_refused_as_skipping(module, f"{__name__}._SkipsByMethod.__call__")
+    assert under_bfloat16(lambda: module(torch.randn(2, 4))).dtype == torch.bfloat16
 
 
 def test_a_call_whose_globals_name_is_no_string_is_judged_not_a_python_error():
     """Code run with globals whose __name__ is no string (exec with such a
     dict): set_rule failed with AttributeError ('int' object has no
     attribute 'startswith') instead of setting or refusing the rule."""
-    from tclamp import module_rules
-    from tclamp.module_rules import UsageError
     made = {}
     for name, body in (("Skips", "self.forward(x)"), ("Passes", "torch.nn.Module.__call__(self, x)")):
         space = {"__name__": 5, "torch": torch}
         exec(f"def __call__(self, x):\n    return {body}\n", space)
         made[name] = type(name, (torch.nn.Linear,), {"__call__": space["__call__"]})(4, 4)
-    x = torch.randn(2, 4)
-    with pytest.raises(UsageError) as refused:
-        module_rules.set_rule(made["Skips"], torch.float32, "cpu")
-    assert refused.value.message == (
-        "Invalid module: its class's __call__, __call__, does not call torch.nn.Module.__call__"
-        " (as super().__call__(...) does), so it does not go through the rule")
-    assert module_calls.rule_table() == []
-    assert module_rules.set_rule(made["Passes"], torch.float32, "cpu") == "module dtype set"
-    try:
-        assert under_bfloat16(lambda: made["Passes"](x)).dtype == torch.float32
-    finally:
-        module_rules.set_rule(made["Passes"], None, "cpu")
+    assert_refused_as_skipping(made["Skips"], "__call__")
+    assert_float32_rule_applies(made["Passes"])
 
 
 def test_a_call_whose_code_cannot_be_read_is_refused_not_a_python_error():
     """A __call__ whose code was made by hand so that a name index is past
     its co_names (it cannot run): reading its globals failed set_rule
     with IndexError; it is judged by its co_names, and refused."""
-    from tclamp import module_rules
-    from tclamp.module_rules import UsageError
-
     def skips(self, x):
         return self.forward(x)
     made = types.FunctionType(skips.__code__.replace(co_names=()), globals())
     module = type("Unreadable", (torch.nn.Linear,), {"__call__": made})(4, 4)
-    with pytest.raises(UsageError) as refused:
-        module_rules.set_rule(module, torch.float32, "cpu")
-    assert refused.value.message == (
-        f"Invalid module: its class's __call__, {__name__}.{made.__qualname__}, does not call"
-        " torch.nn.Module.__call__ (as super().__call__(...) does), so it does not go through"
-        " the rule")     # (Python 3.10's qualname of a function made so is its code's name)
-    assert module_calls.rule_table() == []
+    # (Python 3.10's qualname of a function made so is its code's name)
+    assert_refused_as_skipping(module, f"{__name__}.{made.__qualname__}")
