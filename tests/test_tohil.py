@@ -5,7 +5,6 @@ that folder is absent, these tests are skipped and say why."""
 import os
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
@@ -27,10 +26,12 @@ def tohil(tmp_path_factory):
                            env=dict(os.environ, TCLAMP_DIR=str(ROOT),
                                     TOHIL_PYTHON=sys.executable))
     assert built.returncode == 0, built.stdout + built.stderr
-    site = sysconfig.get_paths()["purelib"]
-    # tohil starts Python from the home and path it is given
+    # tohil starts Python from the home and path it is given: this one's
+    # whole path, so that it finds torch where a .pth file put it too (a
+    # venv that sees another Python's packages, as gpu-check's does).
+    path = [str(dest / "py")] + [entry for entry in sys.path if entry]
     return tcl_env(TCLLIBPATH=f"{dest / 'tcl'} {ROOT / 'tcl'}", PYTHONHOME=sys.base_prefix,
-                   PYTHONPATH=f"{dest / 'py'}{os.pathsep}{site}")
+                   PYTHONPATH=os.pathsep.join(path))
 
 
 def run(env, script, tmp_path):
