@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 python=${1:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")/versions/3.12.1/bin/python3}
 version=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 wheel="dist/tclamp-*-cp$(echo "$version" | tr -d .)-*.whl"
-pip=${PACK_PIP:-.venv/bin/python -m pip}
+# That Python's own pip, so that a fresh clone needs no `make setup` first.
+pip=${PACK_PIP:-$python -m pip}
 pack=build/gpu-check
 rm -rf $pack
 mkdir -p $pack/debs $pack/wheels
