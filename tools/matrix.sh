@@ -69,8 +69,9 @@ declare -A ROOTS=([trixie]=$trixie_root [sid]=$sid_root)
 #     autocast;
 #   Python 3.14, 3.15 (sid's Tcl 8.6.18 and 9.0.4, torch 2.15): start-up, the
 #     Python face, threads, exit, hosts, interpreters, the private names of
-#     CPython, the bridge's and autocast's tcltest files; 3.14 on Tcl 9.0
-#     also every other tcltest file and the ATen path (SLICES_TCL9);
+#     CPython, the bridge's and autocast's tcltest files; on Tcl 9.0, 3.14
+#     also every other tcltest file and the ATen path, and 3.15 the files
+#     that compare tclamp with torch itself (SLICES_TCL9);
 #   every stack with torch: each torch API point and ATen symbol tclamp uses.
 # all.tcl's own run of every tcltest file without pytest (two minutes or
 # more) is about Tcl, not Python: make test runs it, and the tcl9.0 stack.
@@ -85,9 +86,15 @@ declare -A SLICES=(
     [py3.14]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_gc_attack_children.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
     [py3.15]="$ALL_TCL_ELSEWHERE tests/test_startup.py tests/test_python_face.py tests/test_threads.py tests/test_exit.py tests/test_hosts.py tests/test_interps.py tests/test_pycompat.py tests/bridge.test tests/autocast.test"
 )
-# What a stack runs on Tcl 9.0 only, besides its slice: torch 2.15's turn
-# at every torch:: command and the ATen path, once.
-declare -A SLICES_TCL9=([py3.14]="tests/test_aten_path.py tests/*.test")
+# What a stack runs on Tcl 9.0 only, besides its slice: torch 2.15's turn,
+# once, at every torch:: command and the ATen path (py3.14), and at the
+# Python files that compare tclamp with torch's own behaviour or lean on
+# torch's import: the docs' examples, precision, the scaler, traces and
+# module rules, recipes, the memo, Ctrl-C in torch's import (py3.15).
+TORCH_PARITY="tests/test_docs.py tests/test_precision_parity.py tests/test_scaler_parity.py \
+    tests/test_trace_python.py tests/test_trace_attack.py tests/test_amp_recipes.py \
+    tests/test_autocast_state_attack.py tests/test_memo_switch.py tests/test_interrupts.py"
+declare -A SLICES_TCL9=([py3.14]="tests/test_aten_path.py tests/*.test" [py3.15]="$TORCH_PARITY")
 for stack in "${!SLICES[@]}"; do
     [ "$stack" = wheel ] || SLICES[$stack]+=" tests/test_torch_api.py"
 done
