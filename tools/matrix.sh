@@ -88,9 +88,7 @@ declare -A SLICES=(
 )
 # What a stack runs on Tcl 9.0 only, besides its slice: torch 2.15's turn,
 # once, at every torch:: command and the ATen path (py3.14), and at the
-# Python files that compare tclamp with torch's own behaviour or lean on
-# torch's import: the docs' examples, precision, the scaler, traces and
-# module rules, recipes, the memo, Ctrl-C in torch's import (py3.15).
+# Python files that compare tclamp with torch itself (py3.15).
 TORCH_PARITY="tests/test_docs.py tests/test_precision_parity.py tests/test_scaler_parity.py \
     tests/test_trace_python.py tests/test_trace_attack.py tests/test_amp_recipes.py \
     tests/test_autocast_state_attack.py tests/test_memo_switch.py tests/test_interrupts.py"
