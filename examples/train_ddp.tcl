@@ -27,6 +27,7 @@ if {![string is entier -strict [dict get $options -epochs]] || [dict get $option
 }
 
 py exec {
+import gc
 import os
 import torch
 import torch.distributed as dist
@@ -80,8 +81,14 @@ def weights():
 
 def finish():
     # Meet before tearing down: gloo can abort when one rank leaves early.
+    # Then drop the model, whose process group goes with it: its gloo
+    # threads end now, not while Python is being finalized (a thread that
+    # needs Python then aborts the process: terminate called ...).
+    global model, optimizer, batches
     dist.barrier()
     dist.destroy_process_group()
+    del model, optimizer, batches
+    gc.collect()
 }
 set rank [py eval rank]
 set device [py eval device_type]
